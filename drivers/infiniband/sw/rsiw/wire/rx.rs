@@ -1,0 +1,544 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The receive parser: FPDUs in, validated segments and payload out.
+//!
+//! The parser consumes the TCP byte stream in chunks of any size (MPA-26) and
+//! yields, per FPDU:
+//!
+//! 1. [`RxEvent::Segment`]: the validated DDP/RDMAP header with its
+//!    placement fields (tagged: STag/TO; untagged: QN/MSN/MO) and the decoded
+//!    fixed RDMAP header, plus the number of payload bytes that follow;
+//! 2. zero or more [`RxEvent::Payload`]: slices of the caller's input (no
+//!    copy) with their offset in the segment's payload. The parser has already
+//!    run them through the CRC; the caller places them;
+//! 3. [`RxEvent::End`]: the pad and CRC were checked, the segment is
+//!    complete.
+//!
+//! A caller that moves payload itself (for example `skb_copy_bits()` straight
+//! into memory region pages) uses [`RxParser::payload_remaining`] and
+//! [`RxParser::consume_payload`] instead of the `Payload` event, handing the
+//! bytes it placed to the CRC.
+//!
+//! On any violation the parser stops in a failed state and returns
+//! [`RxEvent::Error`] with the Terminate code and which header to echo;
+//! [`RxParser::terminate`] builds the Terminate header. State is bounded (one
+//! header buffer of [`HDR_BUF`] bytes) and nothing here allocates, recurses,
+//! panics or reads out of bounds.
+//!
+//! Stream-level checks that need driver state (MSN order, MO continuity,
+//! buffers, credits, STag validity) are done with [`crate::wire::stream`] and
+//! reported through [`RxParser::terminate_for`].
+
+use crate::wire::crc::{crc_from_wire, Crc32c, CRC_INIT};
+use crate::wire::fpdu::{pad_len, CRC_LEN, LEN_LEN};
+use crate::wire::hdr::{
+    Body, DdpHeader, Extension, Opcode, Placement, DDP_DV_MASK, DDP_L, DDP_T, DDP_VERSION,
+    OPCODE_MASK4, OPCODE_MASK5, RDMAP_RV_MASK, RDMAP_VERSION, READ_REQ_LEN, TAGGED_HDR_LEN,
+    UNTAGGED_HDR_LEN,
+};
+use crate::wire::term::{
+    DdpTaggedCode, DdpUntaggedCode, LlpCode, RdmapCode, TermCode, TermEcho, Terminate, TERM_MAX_LEN,
+};
+use crate::wire::{be16, be32, be64};
+
+/// Size of the header buffer: length field, untagged header and the largest
+/// fixed RDMAP header (Atomic Request or a full Terminate).
+pub const HDR_BUF: usize = LEN_LEN + UNTAGGED_HDR_LEN + TERM_MAX_LEN;
+
+/// Receive configuration, fixed at full operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxConfig {
+    /// MPA CRC negotiated: check the CRC field.
+    pub crc: bool,
+    /// Accept the RFC 7306 opcodes (0x8-0xB).
+    pub rfc7306: bool,
+    /// Accept the commit-draft opcodes (0xC-0x11) and decode the RDMAP
+    /// opcode as 5 bits. When off, the 0x10 bit is reserved and
+    /// ignored, as RFC 5040 says.
+    pub commit: bool,
+    /// Largest ULPDU_Length accepted; larger is an LLP error (2/0/03).
+    pub max_ulpdu: u16,
+}
+
+impl Default for RxConfig {
+    fn default() -> Self {
+        RxConfig {
+            crc: false,
+            rfc7306: false,
+            commit: false,
+            max_ulpdu: u16::MAX,
+        }
+    }
+}
+
+/// A validated segment header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// Opcode, L bit and placement fields.
+    pub hdr: DdpHeader,
+    /// The MPA ULPDU_Length (DDP segment length).
+    pub ulpdu_len: u16,
+    /// The decoded fixed RDMAP header.
+    pub body: Body,
+    /// Number of payload bytes following the headers.
+    pub payload_len: u32,
+}
+
+/// A parser failure: the Terminate to send and what to echo.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxError {
+    /// Layer/EType/ErrorCode.
+    pub code: TermCode,
+    /// Which headers to copy into the Terminate.
+    pub echo: TermEcho,
+}
+
+/// One step of the parser.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxEvent<'a> {
+    /// All input was consumed; feed more.
+    NeedMore,
+    /// A new segment's header was validated.
+    Segment(Segment),
+    /// Payload of the current segment, at `offset` within its payload.
+    Payload {
+        /// Offset of `data` within the segment's payload.
+        offset: u32,
+        /// The bytes, borrowed from the input.
+        data: &'a [u8],
+    },
+    /// The current segment ended and its CRC (if on) matched.
+    End,
+    /// A protocol violation. The parser accepts no more input.
+    Error(RxError),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Header,
+    Payload,
+    Trailer,
+    Failed,
+}
+
+/// The receive parser of one stream.
+#[derive(Clone, Debug)]
+pub struct RxParser<C: Crc32c> {
+    cfg: RxConfig,
+    crc: C,
+    stage: Stage,
+    hdr: [u8; HDR_BUF],
+    have: usize,
+    need: usize,
+    ulpdu_len: usize,
+    payload_len: usize,
+    payload_done: usize,
+    reg: u32,
+    tail: [u8; 7],
+    tail_have: usize,
+    op: Opcode,
+    err: Option<RxError>,
+}
+
+fn fail(code: TermCode, echo: TermEcho) -> RxError {
+    RxError { code, echo }
+}
+
+impl<C: Crc32c> RxParser<C> {
+    /// A parser at the start of full operation.
+    pub fn new(cfg: RxConfig, crc: C) -> Self {
+        RxParser {
+            cfg,
+            crc,
+            stage: Stage::Header,
+            hdr: [0; HDR_BUF],
+            have: 0,
+            need: LEN_LEN + 2,
+            ulpdu_len: 0,
+            payload_len: 0,
+            payload_done: 0,
+            reg: CRC_INIT,
+            tail: [0; 7],
+            tail_have: 0,
+            op: Opcode::Write,
+            err: None,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RxConfig {
+        &self.cfg
+    }
+
+    /// The error the parser stopped on, if any.
+    pub fn error(&self) -> Option<RxError> {
+        self.err
+    }
+
+    /// True between a segment's header and its end.
+    pub fn in_segment(&self) -> bool {
+        matches!(self.stage, Stage::Payload | Stage::Trailer)
+    }
+
+    /// Payload bytes of the current segment still to come.
+    pub fn payload_remaining(&self) -> usize {
+        if self.stage == Stage::Payload {
+            self.payload_len.saturating_sub(self.payload_done)
+        } else {
+            0
+        }
+    }
+
+    /// Accounts for payload bytes that the caller moved itself and runs them
+    /// through the CRC. Returns their offset in the segment's payload, or
+    /// `None` (and changes nothing) if more bytes are passed than remain.
+    pub fn consume_payload(&mut self, data: &[u8]) -> Option<u32> {
+        if data.len() > self.payload_remaining() {
+            return None;
+        }
+        let off = u32::try_from(self.payload_done).ok()?;
+        if self.cfg.crc {
+            self.reg = self.crc.update(self.reg, data);
+        }
+        self.payload_done = self.payload_done.saturating_add(data.len());
+        if self.payload_done >= self.payload_len {
+            self.stage = Stage::Trailer;
+        }
+        Some(off)
+    }
+
+    /// The raw DDP header of the current (or failed) segment, if complete.
+    pub fn ddp_header_bytes(&self) -> Option<&[u8]> {
+        let c = *self.hdr.get(LEN_LEN)?;
+        let len = if c & DDP_T != 0 {
+            TAGGED_HDR_LEN
+        } else {
+            UNTAGGED_HDR_LEN
+        };
+        let end = LEN_LEN.saturating_add(len);
+        if self.have < end {
+            return None;
+        }
+        self.hdr.get(LEN_LEN..end)
+    }
+
+    /// Builds the Terminate header for `code`, echoing the current
+    /// segment's headers as `echo` asks (and as far as they were received).
+    pub fn terminate_for(&self, code: TermCode, echo: TermEcho) -> Terminate {
+        let ddp = match (echo, self.ddp_header_bytes()) {
+            (TermEcho::None, _) | (_, None) => return Terminate::bare(code),
+            (_, Some(d)) => d,
+        };
+        let seg_len = u16::try_from(self.ulpdu_len).unwrap_or(u16::MAX);
+        let rdma: Option<[u8; READ_REQ_LEN]> = match echo {
+            TermEcho::DdpAndRdma if ddp.len() == UNTAGGED_HDR_LEN => {
+                let s = LEN_LEN + UNTAGGED_HDR_LEN;
+                if self.have >= s + READ_REQ_LEN {
+                    self.hdr
+                        .get(s..s + READ_REQ_LEN)
+                        .and_then(|b| b.try_into().ok())
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        Terminate::with_headers(code, seg_len, ddp, rdma.as_ref())
+    }
+
+    /// The Terminate for the error the parser stopped on.
+    pub fn terminate(&self) -> Option<Terminate> {
+        self.err.map(|e| self.terminate_for(e.code, e.echo))
+    }
+
+    fn set_err(&mut self, e: RxError) -> RxError {
+        self.stage = Stage::Failed;
+        self.err = Some(e);
+        e
+    }
+
+    /// First look at a header: length field and control bytes. Returns the
+    /// full header length needed.
+    fn check_ctrl(&self) -> Result<(Opcode, usize), RxError> {
+        let ulpdu = usize::from(be16(&self.hdr, 0).unwrap_or(0));
+        let c0 = self.hdr.get(2).copied().unwrap_or(0);
+        let c1 = self.hdr.get(3).copied().unwrap_or(0);
+        let tagged = c0 & DDP_T != 0;
+        let llp = fail(TermCode::llp(LlpCode::FpduStart), TermEcho::None);
+        let ddp_min = if tagged {
+            TAGGED_HDR_LEN
+        } else {
+            UNTAGGED_HDR_LEN
+        };
+        if ulpdu < ddp_min || ulpdu > usize::from(self.cfg.max_ulpdu) {
+            return Err(llp);
+        }
+        if c0 & DDP_DV_MASK != DDP_VERSION {
+            let code = if tagged {
+                TermCode::tagged(DdpTaggedCode::InvalidVersion)
+            } else {
+                TermCode::untagged(DdpUntaggedCode::InvalidVersion)
+            };
+            return Err(fail(code, TermEcho::Ddp));
+        }
+        let opfail = fail(
+            TermCode::operation(RdmapCode::UnexpectedOpcode),
+            TermEcho::Ddp,
+        );
+        if c1 & RDMAP_RV_MASK != RDMAP_VERSION {
+            return Err(fail(
+                TermCode::operation(RdmapCode::InvalidVersion),
+                TermEcho::Ddp,
+            ));
+        }
+        let mask = if self.cfg.commit {
+            OPCODE_MASK5
+        } else {
+            OPCODE_MASK4
+        };
+        let op = Opcode::from_u8(c1 & mask).ok_or(opfail)?;
+        let enabled = match op.extension() {
+            Extension::Base => true,
+            Extension::Rfc7306 => self.cfg.rfc7306,
+            Extension::Commit => self.cfg.commit,
+        };
+        if !enabled || op.is_tagged() != tagged {
+            return Err(opfail);
+        }
+        let hl = op.header_len();
+        if ulpdu < hl {
+            return Err(llp);
+        }
+        let need = if op == Opcode::Terminate {
+            // The whole Terminate header is buffered.
+            if ulpdu > UNTAGGED_HDR_LEN + TERM_MAX_LEN {
+                return Err(fail(
+                    TermCode::operation(RdmapCode::CatastrophicStream),
+                    TermEcho::Ddp,
+                ));
+            }
+            ulpdu
+        } else {
+            hl
+        };
+        Ok((op, LEN_LEN.saturating_add(need)))
+    }
+
+    /// Full header validation once `need` bytes are buffered.
+    fn check_header(&self, op: Opcode) -> Result<Segment, RxError> {
+        let h = &self.hdr;
+        let ulpdu = usize::from(be16(h, 0).unwrap_or(0));
+        let c0 = h.get(2).copied().unwrap_or(0);
+        let last = c0 & DDP_L != 0;
+        let ddp = fail(TermCode::rdmap_catastrophic(), TermEcho::Ddp);
+        let opfail = fail(
+            TermCode::operation(RdmapCode::UnexpectedOpcode),
+            TermEcho::Ddp,
+        );
+        let placement = if op.is_tagged() {
+            Placement::Tagged {
+                stag: be32(h, 4).ok_or(ddp)?,
+                to: be64(h, 8).ok_or(ddp)?,
+            }
+        } else {
+            let qn = be32(h, 8).ok_or(ddp)?;
+            if qn > crate::wire::hdr::QN_RESPONSE {
+                return Err(fail(
+                    TermCode::untagged(DdpUntaggedCode::InvalidQn),
+                    TermEcho::Ddp,
+                ));
+            }
+            if Some(qn) != op.queue() {
+                return Err(opfail);
+            }
+            Placement::Untagged {
+                inv_stag: if op.has_invalidate() {
+                    be32(h, 4).ok_or(ddp)?
+                } else {
+                    0
+                },
+                qn,
+                msn: be32(h, 12).ok_or(ddp)?,
+                mo: be32(h, 16).ok_or(ddp)?,
+            }
+        };
+        let hl = op.header_len();
+        let payload = ulpdu.saturating_sub(hl);
+        let mo = match placement {
+            Placement::Untagged { mo, .. } => mo,
+            Placement::Tagged { .. } => 0,
+        };
+        if op.is_fixed_size() && (!last || payload != 0) {
+            // Requests: single segment, exact size (X-09, IMM-02 -> 0/2/07);
+            // responses: invalid response (D-02 -> 0/2/06).
+            let code = if op.queue() == Some(crate::wire::hdr::QN_RESPONSE) {
+                RdmapCode::UnexpectedOpcode
+            } else {
+                RdmapCode::CatastrophicStream
+            };
+            return Err(fail(TermCode::operation(code), TermEcho::Ddp));
+        }
+        if op == Opcode::VerifyRequest && !last {
+            return Err(fail(
+                TermCode::operation(RdmapCode::CatastrophicStream),
+                TermEcho::Ddp,
+            ));
+        }
+        if op == Opcode::VerifyResponse && last && mo == 0 && payload == 0 {
+            // The hash is "variable and non-zero" (VERIFY-05).
+            return Err(opfail);
+        }
+        let ddp_len = if op.is_tagged() {
+            TAGGED_HDR_LEN
+        } else {
+            UNTAGGED_HDR_LEN
+        };
+        let bstart = LEN_LEN.saturating_add(ddp_len);
+        let bend = if op == Opcode::Terminate {
+            LEN_LEN.saturating_add(ulpdu)
+        } else {
+            LEN_LEN.saturating_add(hl)
+        };
+        let bbytes = h.get(bstart..bend).ok_or(ddp)?;
+        let body = match Body::decode(op, bbytes) {
+            Some(b) => b,
+            None => {
+                return Err(fail(
+                    TermCode::operation(RdmapCode::CatastrophicStream),
+                    TermEcho::Ddp,
+                ))
+            }
+        };
+        let payload_len = if op == Opcode::Terminate { 0 } else { payload };
+        Ok(Segment {
+            hdr: DdpHeader {
+                opcode: op,
+                last,
+                placement,
+            },
+            ulpdu_len: u16::try_from(ulpdu).unwrap_or(u16::MAX),
+            body,
+            payload_len: u32::try_from(payload_len).unwrap_or(u32::MAX),
+        })
+    }
+
+    fn take_hdr(&mut self, input: &[u8], used: &mut usize) -> bool {
+        let want = self.need.saturating_sub(self.have);
+        let rest = input.get(*used..).unwrap_or(&[]);
+        let n = want.min(rest.len());
+        let end = self.have.saturating_add(n);
+        if let (Some(d), Some(s)) = (self.hdr.get_mut(self.have..end), rest.get(..n)) {
+            d.copy_from_slice(s);
+            self.have = end;
+            *used = used.saturating_add(n);
+        }
+        self.have >= self.need
+    }
+
+    /// Feeds input. Returns the number of bytes consumed and one event.
+    ///
+    /// Call again with the unconsumed rest until [`RxEvent::NeedMore`].
+    pub fn feed<'a>(&mut self, input: &'a [u8]) -> (usize, RxEvent<'a>) {
+        let mut used = 0usize;
+        loop {
+            match self.stage {
+                Stage::Failed => {
+                    let e = self.err.unwrap_or(fail(
+                        TermCode::llp(LlpCode::LocalCatastrophic),
+                        TermEcho::None,
+                    ));
+                    return (used, RxEvent::Error(e));
+                }
+                Stage::Header => {
+                    if !self.take_hdr(input, &mut used) {
+                        return (used, RxEvent::NeedMore);
+                    }
+                    if self.need == LEN_LEN + 2 {
+                        // Length and control are in: size the header.
+                        match self.check_ctrl() {
+                            Ok((op, need)) => {
+                                self.op = op;
+                                self.need = need;
+                                if self.have < self.need {
+                                    continue;
+                                }
+                            }
+                            Err(e) => return (used, RxEvent::Error(self.set_err(e))),
+                        }
+                    }
+                    match self.check_header(self.op) {
+                        Ok(seg) => {
+                            self.ulpdu_len = usize::from(seg.ulpdu_len);
+                            if self.cfg.crc {
+                                let hb = self.hdr.get(..self.need).unwrap_or(&[]);
+                                self.reg = self.crc.update(CRC_INIT, hb);
+                            }
+                            self.payload_len = usize::try_from(seg.payload_len).unwrap_or(0);
+                            self.payload_done = 0;
+                            self.tail_have = 0;
+                            self.stage = if self.payload_len == 0 {
+                                Stage::Trailer
+                            } else {
+                                Stage::Payload
+                            };
+                            return (used, RxEvent::Segment(seg));
+                        }
+                        Err(e) => {
+                            self.ulpdu_len = usize::from(be16(&self.hdr, 0).unwrap_or(0));
+                            return (used, RxEvent::Error(self.set_err(e)));
+                        }
+                    }
+                }
+                Stage::Payload => {
+                    let rest = input.get(used..).unwrap_or(&[]);
+                    let n = self.payload_remaining().min(rest.len());
+                    if n == 0 {
+                        return (used, RxEvent::NeedMore);
+                    }
+                    let data = rest.get(..n).unwrap_or(&[]);
+                    let Some(offset) = self.consume_payload(data) else {
+                        let e = fail(TermCode::llp(LlpCode::LocalCatastrophic), TermEcho::None);
+                        return (used, RxEvent::Error(self.set_err(e)));
+                    };
+                    used = used.saturating_add(n);
+                    return (used, RxEvent::Payload { offset, data });
+                }
+                Stage::Trailer => {
+                    let pad = pad_len(self.ulpdu_len);
+                    let tneed = pad.saturating_add(CRC_LEN);
+                    let rest = input.get(used..).unwrap_or(&[]);
+                    let n = tneed.saturating_sub(self.tail_have).min(rest.len());
+                    let end = self.tail_have.saturating_add(n);
+                    if let (Some(d), Some(s)) =
+                        (self.tail.get_mut(self.tail_have..end), rest.get(..n))
+                    {
+                        d.copy_from_slice(s);
+                        self.tail_have = end;
+                        used = used.saturating_add(n);
+                    }
+                    if self.tail_have < tneed {
+                        return (used, RxEvent::NeedMore);
+                    }
+                    if self.cfg.crc {
+                        let r = self
+                            .crc
+                            .update(self.reg, self.tail.get(..pad).unwrap_or(&[]));
+                        let got: [u8; 4] = self
+                            .tail
+                            .get(pad..tneed)
+                            .and_then(|s| s.try_into().ok())
+                            .unwrap_or([0; 4]);
+                        if crc_from_wire(got) != r {
+                            let e = fail(TermCode::llp(LlpCode::Crc), TermEcho::None);
+                            return (used, RxEvent::Error(self.set_err(e)));
+                        }
+                    }
+                    self.stage = Stage::Header;
+                    self.have = 0;
+                    self.need = LEN_LEN + 2;
+                    return (used, RxEvent::End);
+                }
+            }
+        }
+    }
+}

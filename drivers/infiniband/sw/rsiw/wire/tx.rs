@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The transmit segmenter: a message in, FPDUs out.
+//!
+//! The segmenter cuts a message into DDP segments no larger than the MULPDU
+//! (derived from the TCP MSS with [`crate::wire::fpdu::mulpdu_from_mss`]).
+//! For each FPDU it yields an [`FpduPlan`]: the header bytes in a fixed-size
+//! buffer (MPA length, DDP header, fixed RDMAP header), the byte range of the
+//! message payload that follows, and the means to build the trailer. The
+//! caller sends header, payload pages (zero-copy) and trailer; it runs the
+//! payload through [`FpduCrc`] piece by piece, so scattered pages never need
+//! to be contiguous. Nothing is allocated.
+
+use crate::wire::crc::{Crc32c, CRC_INIT};
+use crate::wire::fpdu::{trailer, LEN_LEN};
+use crate::wire::hdr::{Body, DdpHeader, Opcode, Placement};
+use crate::wire::rx::HDR_BUF;
+
+/// Why a message cannot be segmented.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxError {
+    /// Tagged opcode with untagged placement, or the reverse.
+    PlacementMismatch,
+    /// The fixed RDMAP header does not belong to the opcode.
+    BodyMismatch,
+    /// The opcode carries no payload but `payload_len` is not zero.
+    UnexpectedPayload,
+    /// The MULPDU cannot carry the header (and, for single-segment
+    /// messages, the payload).
+    MulpduTooSmall,
+    /// TO + length wraps (tagged) or MO + length wraps (untagged).
+    Wrap,
+}
+
+/// A message to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxMessage {
+    /// The opcode.
+    pub opcode: Opcode,
+    /// Tagged: STag and TO of the first byte. Untagged: Invalidate STag
+    /// (Send with Invalidate only), MSN and the MO of the first byte; the QN
+    /// is taken from the opcode.
+    pub placement: Placement,
+    /// The fixed RDMAP header.
+    pub body: Body,
+    /// Total payload length (ULP data, or the Verify hash).
+    pub payload_len: u32,
+}
+
+/// One FPDU to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FpduPlan {
+    hdr: [u8; HDR_BUF],
+    hdr_len: usize,
+    /// Offset of this FPDU's payload within the message payload.
+    pub payload_off: u32,
+    /// Payload bytes in this FPDU.
+    pub payload_len: u32,
+    /// The ULPDU_Length (DDP segment length).
+    pub ulpdu_len: u16,
+    /// The L bit of this segment.
+    pub last: bool,
+}
+
+impl FpduPlan {
+    /// The header bytes to send first: ULPDU_Length, DDP and RDMAP headers.
+    pub fn header(&self) -> &[u8] {
+        self.hdr.get(..self.hdr_len).unwrap_or(&[])
+    }
+
+    /// A CRC accumulator primed with the header, when CRC is on.
+    pub fn crc<'c, C: Crc32c>(&self, c: &'c C, on: bool) -> FpduCrc<'c, C> {
+        FpduCrc {
+            c,
+            reg: if on {
+                Some(c.update(CRC_INIT, self.header()))
+            } else {
+                None
+            },
+            ulpdu_len: usize::from(self.ulpdu_len),
+        }
+    }
+}
+
+/// Incremental CRC over one FPDU's scattered payload.
+#[derive(Debug)]
+pub struct FpduCrc<'c, C: Crc32c> {
+    c: &'c C,
+    reg: Option<u32>,
+    ulpdu_len: usize,
+}
+
+impl<C: Crc32c> FpduCrc<'_, C> {
+    /// Adds payload bytes, in order.
+    pub fn update(&mut self, data: &[u8]) {
+        if let Some(r) = self.reg {
+            self.reg = Some(self.c.update(r, data));
+        }
+    }
+
+    /// The trailer bytes (pad and CRC, 4 to 7 bytes) and their count.
+    pub fn trailer(&self) -> ([u8; 7], usize) {
+        trailer(self.c, self.reg, self.ulpdu_len)
+    }
+}
+
+/// Cuts one message into FPDUs.
+#[derive(Clone, Copy, Debug)]
+pub struct Segmenter {
+    msg: TxMessage,
+    max_payload: u32,
+    sent: u32,
+    done: bool,
+}
+
+impl Segmenter {
+    /// Prepares `msg` for a MULPDU of `mulpdu` bytes.
+    pub fn new(msg: TxMessage, mulpdu: u16) -> Result<Segmenter, TxError> {
+        let op = msg.opcode;
+        let mut msg = msg;
+        match (&mut msg.placement, op.queue()) {
+            (Placement::Tagged { to, .. }, None) => {
+                to.checked_add(u64::from(msg.payload_len))
+                    .ok_or(TxError::Wrap)?;
+            }
+            (
+                Placement::Untagged {
+                    qn, mo, inv_stag, ..
+                },
+                Some(q),
+            ) => {
+                *qn = q;
+                if !op.has_invalidate() {
+                    *inv_stag = 0;
+                }
+                mo.checked_add(msg.payload_len).ok_or(TxError::Wrap)?;
+            }
+            _ => return Err(TxError::PlacementMismatch),
+        }
+        let body_ok = msg.body.matches(op);
+        if !body_ok {
+            return Err(TxError::BodyMismatch);
+        }
+        if !op.has_payload() && msg.payload_len != 0 {
+            return Err(TxError::UnexpectedPayload);
+        }
+        let hl = op
+            .header_len()
+            .saturating_sub(op.rdmap_hdr_len())
+            .saturating_add(msg.body.len());
+        let max_payload = usize::from(mulpdu)
+            .checked_sub(hl)
+            .ok_or(TxError::MulpduTooSmall)?;
+        let max_payload = u32::try_from(max_payload).map_err(|_| TxError::MulpduTooSmall)?;
+        if msg.payload_len > 0 && max_payload == 0 {
+            return Err(TxError::MulpduTooSmall);
+        }
+        if op == Opcode::VerifyRequest && msg.payload_len > max_payload {
+            return Err(TxError::MulpduTooSmall);
+        }
+        Ok(Segmenter {
+            msg,
+            max_payload,
+            sent: 0,
+            done: false,
+        })
+    }
+
+    /// Number of FPDUs the message needs.
+    pub fn fpdu_count(&self) -> u32 {
+        if self.msg.payload_len == 0 {
+            1
+        } else {
+            self.msg.payload_len.div_ceil(self.max_payload.max(1))
+        }
+    }
+
+    /// The next FPDU, or `None` when the message is done.
+    pub fn next_fpdu(&mut self) -> Option<FpduPlan> {
+        if self.done {
+            return None;
+        }
+        let left = self.msg.payload_len.saturating_sub(self.sent);
+        let n = left.min(self.max_payload);
+        let last = n == left;
+        let placement = match self.msg.placement {
+            Placement::Tagged { stag, to } => Placement::Tagged {
+                stag,
+                to: to.wrapping_add(u64::from(self.sent)),
+            },
+            Placement::Untagged {
+                inv_stag,
+                qn,
+                msn,
+                mo,
+            } => Placement::Untagged {
+                inv_stag,
+                qn,
+                msn,
+                mo: mo.wrapping_add(self.sent),
+            },
+        };
+        let h = DdpHeader {
+            opcode: self.msg.opcode,
+            last,
+            placement,
+        };
+        let mut hdr = [0u8; HDR_BUF];
+        let dl = h.encode(hdr.get_mut(LEN_LEN..)?)?;
+        let bl = self
+            .msg
+            .body
+            .encode(hdr.get_mut(LEN_LEN.saturating_add(dl)..)?)?;
+        let hb = dl.saturating_add(bl);
+        let ulpdu = u16::try_from(hb.saturating_add(usize::try_from(n).ok()?)).ok()?;
+        crate::wire::put(&mut hdr, 0, &ulpdu.to_be_bytes());
+        let plan = FpduPlan {
+            hdr,
+            hdr_len: LEN_LEN.saturating_add(hb),
+            payload_off: self.sent,
+            payload_len: n,
+            ulpdu_len: ulpdu,
+            last,
+        };
+        self.sent = self.sent.saturating_add(n);
+        self.done = last;
+        Some(plan)
+    }
+}
+
+/// One piece of a scatter list that a payload range covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SgPiece {
+    /// Index of the scatter element.
+    pub index: usize,
+    /// Offset within the element.
+    pub offset: u64,
+    /// Length of the piece.
+    pub len: u64,
+}
+
+/// Iterator mapping a payload range onto a scatter list given by element
+/// lengths. Bounded by the number of elements; never allocates.
+#[derive(Clone, Debug)]
+pub struct SgPieces<'a> {
+    lens: &'a [u64],
+    index: usize,
+    skip: u64,
+    left: u64,
+}
+
+/// Maps `[off, off + len)` of a message onto the scatter list `lens`.
+pub fn sg_pieces(lens: &[u64], off: u64, len: u64) -> SgPieces<'_> {
+    SgPieces {
+        lens,
+        index: 0,
+        skip: off,
+        left: len,
+    }
+}
+
+impl Iterator for SgPieces<'_> {
+    type Item = SgPiece;
+
+    fn next(&mut self) -> Option<SgPiece> {
+        while self.left > 0 {
+            let l = *self.lens.get(self.index)?;
+            let i = self.index;
+            self.index = self.index.saturating_add(1);
+            if self.skip >= l {
+                self.skip = self.skip.saturating_sub(l);
+                continue;
+            }
+            let offset = self.skip;
+            let n = l.saturating_sub(offset).min(self.left);
+            self.skip = 0;
+            self.left = self.left.saturating_sub(n);
+            return Some(SgPiece {
+                index: i,
+                offset,
+                len: n,
+            });
+        }
+        None
+    }
+}
