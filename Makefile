@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# rsiw: software iWARP RDMA in Rust. Top-level developer targets; see
+# README.md. Every target installs what it needs (Debian 12 host).
+#
+# The kernel build itself is Kbuild's: the repository is overlaid onto a
+# pristine 7.3.4 tree with the patch series in patches/ applied, and built
+# out of tree in $(RSIW_CACHE) (default ~/.cache/rsiw).
+
+SHELL := /bin/bash
+S := scripts/rsiw
+T ?=
+
+.PHONY: help setup kernel kernel-bench rootfs demo check check-host check-vm \
+	shell bench module
+
+help:
+	@echo "make demo        build, boot, attach rsiw to a netdev, show it working"
+	@echo "make check       all tests: host (cargo), kernel build, VM tests + KUnit"
+	@echo "make check-host  host tests of the wire core only"
+	@echo "make check-vm    VM tests; T='filter' selects cases"
+	@echo "make shell       a shell in a VM running the debug kernel"
+	@echo "make bench       rsiw against siw in identical VMs"
+	@echo "make kernel      build the debug kernel (kernel-bench: the bench kernel)"
+	@echo "make rootfs      build the Debian 13 guest root"
+
+setup:
+	$(S)/setup.sh
+
+kernel: setup
+	$(S)/kernel.sh build debug
+
+kernel-bench: setup
+	$(S)/kernel.sh build bench
+
+rootfs: setup
+	$(S)/mkroot.sh
+
+demo: kernel rootfs
+	$(S)/demo.sh
+
+check:
+	$(S)/check.sh
+
+check-host:
+	tests/wire/check.sh
+
+check-vm: kernel rootfs
+	tests/vm/run $(T)
+
+shell: kernel rootfs
+	$(S)/vm.py shell
+
+bench: setup
+	$(S)/bench.sh

@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: GPL-2.0
+
+#include <rdma/ib_verbs.h>
+#include <rdma/uverbs_ioctl.h>
+
+#if IS_ENABLED(CONFIG_RUST_RDMA_ABSTRACTIONS)
+
+__rust_helper struct ib_ucontext *rust_helper_rdma_udata_to_ucontext(struct ib_udata *udata)
+{
+	return udata ? rdma_udata_to_uverbs_attr_bundle(udata)->context : NULL;
+}
+
+#endif
