@@ -123,3 +123,9 @@ pub fn check_range(base: u64, size: u64, to: u64, len: u64) -> Result<(), Fault>
     }
     Ok(())
 }
+
+/// The Terminate for a Flush or Verify that failed while processing, or a
+/// Verify hash mismatch: 0/2/FF (FLUSH-06, VERIFY-04, D-02).
+pub fn commit_failure() -> TermCode {
+    TermCode::operation(RdmapCode::Unspecified)
+}

@@ -417,6 +417,16 @@ impl AtomicRequest {
         }
     }
 
+    /// Checks the AOpCode: only FetchAdd and CmpSwap exist (0x1 is
+    /// reserved, X-15). Anything else is 0/2/06 (ATOM-03, D-02).
+    pub fn check_aopcode(&self) -> Result<(), crate::wire::term::TermCode> {
+        use crate::wire::term::{RdmapCode, TermCode};
+        match self.aopcode {
+            AOP_FETCH_ADD | AOP_CMP_SWAP => Ok(()),
+            _ => Err(TermCode::operation(RdmapCode::UnexpectedOpcode)),
+        }
+    }
+
     /// Encodes the 52 bytes.
     pub fn encode(&self) -> [u8; ATOMIC_REQ_LEN] {
         let mut b = [0u8; ATOMIC_REQ_LEN];
@@ -577,6 +587,17 @@ pub struct AtomicWriteRequest {
 }
 
 impl AtomicWriteRequest {
+    /// Checks the Data Sink Length, which MUST be 8; otherwise 0/2/07
+    /// (AWRITE-01, D-02).
+    pub fn check_len(&self) -> Result<(), crate::wire::term::TermCode> {
+        use crate::wire::term::{RdmapCode, TermCode};
+        if self.sink.len == 8 {
+            Ok(())
+        } else {
+            Err(TermCode::operation(RdmapCode::CatastrophicStream))
+        }
+    }
+
     /// Encodes the 24 bytes.
     pub fn encode(&self) -> [u8; ATOMIC_WRITE_REQ_LEN] {
         let mut b = [0u8; ATOMIC_WRITE_REQ_LEN];

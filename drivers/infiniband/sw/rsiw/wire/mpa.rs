@@ -489,7 +489,7 @@ impl Default for LocalConfig {
                 write: true,
                 read: true,
             },
-            relaxed_ord: false,
+            relaxed_ord: true,
         }
     }
 }

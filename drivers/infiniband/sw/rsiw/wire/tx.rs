@@ -228,6 +228,49 @@ impl Segmenter {
     }
 }
 
+/// The RTR message an initiator sends in peer-to-peer mode (MPA-17).
+///
+/// - Send: zero-length Send on QN 0 (the caller passes MSN 1, T-13);
+/// - Write: zero-length RDMA Write to STag 1, TO 0 (as `siw`: some hardware
+///   treats STag 0 specially);
+/// - Read: Read Request of size 0 on QN 1 (MSN 1) for sink and source STag 1.
+pub fn rtr_message(kind: crate::wire::mpa::RtrKind, msn: u32) -> TxMessage {
+    use crate::wire::hdr::ReadRequest;
+    use crate::wire::mpa::RtrKind;
+    let untagged = Placement::Untagged {
+        inv_stag: 0,
+        qn: 0,
+        msn,
+        mo: 0,
+    };
+    match kind {
+        RtrKind::Send => TxMessage {
+            opcode: Opcode::Send,
+            placement: untagged,
+            body: Body::None,
+            payload_len: 0,
+        },
+        RtrKind::Write => TxMessage {
+            opcode: Opcode::Write,
+            placement: Placement::Tagged { stag: 1, to: 0 },
+            body: Body::None,
+            payload_len: 0,
+        },
+        RtrKind::Read => TxMessage {
+            opcode: Opcode::ReadRequest,
+            placement: untagged,
+            body: Body::ReadRequest(ReadRequest {
+                sink_stag: 1,
+                sink_to: 0,
+                size: 0,
+                src_stag: 1,
+                src_to: 0,
+            }),
+            payload_len: 0,
+        },
+    }
+}
+
 /// One piece of a scatter list that a payload range covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SgPiece {
