@@ -1,0 +1,556 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""QEMU launcher for the rsiw test VMs (Python 3.11 standard library only).
+
+A VM boots the kernel built by scripts/rsiw/kernel.sh with the guest root of
+scripts/rsiw/mkroot.sh shared read-only over 9p; the guest init
+(scripts/rsiw/guest/init) puts a tmpfs overlay on top, so the guest can write
+anywhere. Shares (9p mount tags):
+
+  rsiwroot   $RSIW_CACHE/rootfs                   /          (ro, overlaid)
+  rsiwguest  scripts/rsiw/guest                   /rsiw/guest (ro)
+  rsiwmods   <build>/modroot/lib/modules          /lib/modules (ro)
+  rsiwtests  tests/                               /rsiw/tests (ro)
+  rsiwrun    the run's output directory           /rsiw/run, and its
+                                                  <role>/ at /rsiw/out (rw)
+
+Topologies: one VM (eth0 = a virtio-net on a lone hub port, or none), or two
+VMs "a" and "b" whose eth0s are joined by a QEMU stream netdev over loopback
+(a listens on a free port, b connects). VM <n> (a=1, b=2) has 169.254.0.<n>/16
+and fe80::<n>/64 on eth0.
+
+Every run has a hard timeout, saves each console to console-<role>.log in the
+output directory, returns the guest's exit status (the RSIW-EXIT-STATUS
+marker; no marker is a failure) and fails if a console shows a kernel splat
+(SPLAT_PATTERNS below).
+
+  vm.py run [--vms 1|2] [--driver rsiw] [--cmd CMD] [--cmd-b CMD] ...
+  vm.py shell [--variant debug] [--driver siw]
+  vm.py probe-kvm [--force]
+"""
+
+import argparse
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parents[2]
+SCRIPTS = TOP / "scripts" / "rsiw"
+
+# ---------------------------------------------------------------------------
+# Splat rules: one list, in one place. A console line fails the run if the
+# kernel printed it (it carries a printk timestamp, "[   12.345678] ") and its
+# message matches one of these, or if it is a kmemleak report that the guest
+# init dumped ("kmemleak-report: unreferenced object ...").
+SPLAT_PATTERNS = [
+    r"\bBUG:",                       # BUG: KASAN, BUG: sleeping function..., BUG: unable to handle
+    r"kernel BUG at",
+    r"\bWARNING:",                   # WARN*(), and lockdep's "WARNING: possible ... locking"
+    r"\bOops\b",
+    r"Kernel panic",
+    r"general protection fault",
+    r"Call Trace:",
+    r"\bUBSAN\b",
+    r"KASAN: ",                      # "BUG: KASAN: ..." and KASAN's other reports
+    r"possible circular locking",
+    r"possible recursive locking",
+    r"inconsistent lock state",
+    r"\bINFO: ",                     # lockdep, hung tasks, RCU stalls
+    r"sleeping function called from invalid context",
+    r"scheduling while atomic",
+    r"unreferenced object 0x",       # kmemleak
+    r"new suspected memory leak",    # kmemleak
+    r"rust_panic",
+    r"panicked at",
+    r"soft lockup|hard LOCKUP",
+    r"detected stalls? on CPU|self-detected stall",
+    r"list_(add|del) corruption",
+]
+# Kernel lines that match a pattern above but are not splats.
+SPLAT_ALLOW = [
+    r"KASAN: KernelAddressSanitizer",  # boot banner (it is lower case today)
+]
+_SPLAT_RE = re.compile("|".join(f"(?:{p})" for p in SPLAT_PATTERNS))
+_ALLOW_RE = re.compile("|".join(f"(?:{p})" for p in SPLAT_ALLOW))
+_KLINE_RE = re.compile(r"\[\s*\d+\.\d{6}\]\s(.*)")
+KMEMLEAK_PREFIX = "kmemleak-report: "
+
+EXIT_MARKER = re.compile(r"^RSIW-EXIT-STATUS: (\d+)\s*$")
+INIT_MARKER = re.compile(r"^RSIW-INIT: .*uptime=([\d.]+)")
+
+
+def splat_in(line: str) -> bool:
+    """Whether a console line is a kernel splat (see SPLAT_PATTERNS)."""
+    if line.startswith(KMEMLEAK_PREFIX):
+        return bool(line[len(KMEMLEAK_PREFIX):].strip())
+    m = _KLINE_RE.search(line)
+    if not m:
+        return False
+    msg = m.group(1)
+    return bool(_SPLAT_RE.search(msg)) and not _ALLOW_RE.search(msg)
+
+
+# ---------------------------------------------------------------------------
+# Settings shared with the shell scripts (scripts/rsiw/lib.sh is the source).
+
+_LIB = None
+
+
+def lib() -> dict:
+    global _LIB
+    if _LIB is None:
+        out = subprocess.run(
+            ["bash", "-c", f". {shlex.quote(str(SCRIPTS / 'lib.sh'))}; "
+             'echo "$RSIW_CACHE"; echo "$RSIW_VARIANT"'],
+            check=True, capture_output=True, text=True).stdout.splitlines()
+        _LIB = {"cache": Path(out[0]), "variant": out[1]}
+    return _LIB
+
+
+def cache() -> Path:
+    return lib()["cache"]
+
+
+def log(msg: str) -> None:
+    print(f"[rsiw] {msg}", file=sys.stderr, flush=True)
+
+
+def die(msg: str) -> "None":
+    print(f"[rsiw] error: {msg}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+@dataclass
+class Kernel:
+    variant: str
+    build: Path
+    bzimage: Path
+    modules: Path      # .../modroot/lib/modules
+    release: str
+
+    @classmethod
+    def find(cls, variant: str) -> "Kernel":
+        build = cache() / f"build-{variant}"
+        bz = build / "arch/x86/boot/bzImage"
+        rel_file = build / "include/config/kernel.release"
+        if not bz.is_file() or not rel_file.is_file():
+            die(f"no {variant} kernel in {build}: run scripts/rsiw/kernel.sh build {variant}")
+        rel = rel_file.read_text().strip()
+        mods = build / "modroot/lib/modules"
+        if not (mods / rel).is_dir():
+            die(f"no modules for {rel} in {mods}: run scripts/rsiw/kernel.sh build {variant}")
+        return cls(variant, build, bz, mods, rel)
+
+
+def rootfs() -> Path:
+    root = cache() / "rootfs"
+    if not (root / ".rsiw-root").is_file():
+        die(f"no guest root in {root}: run scripts/rsiw/mkroot.sh")
+    if subprocess.run([str(SCRIPTS / "mkroot.sh"), "--check"]).returncode != 0:
+        log("warning: the guest root is out of date (run scripts/rsiw/mkroot.sh)")
+    return root
+
+
+# ---------------------------------------------------------------------------
+# VMs
+
+ROLES = "ab"
+
+
+@dataclass
+class VM:
+    role: str = "a"                 # "a" or "b"
+    driver: str = "rsiw"            # the RDMA driver the guest should use
+    cmd: str = "true"               # shell command run by the guest init
+    net: str = "lone"               # none | lone | user | server | client
+    port: int = 0                   # stream netdev port (server/client)
+    env: dict = field(default_factory=dict)
+
+    @property
+    def index(self) -> int:
+        return ROLES.index(self.role) + 1
+
+    @property
+    def mac(self) -> str:
+        return f"52:54:00:72:73:{self.index:02x}"
+
+
+@dataclass
+class VMResult:
+    role: str
+    log: Path
+    status: int | None = None       # from the exit marker
+    init_time: float | None = None  # seconds from QEMU start to the init marker
+    init_uptime: float | None = None  # guest uptime at the init marker
+    wall: float = 0.0
+    splats: list = field(default_factory=list)
+    qemu_rc: int | None = None
+    timed_out: bool = False
+    kmemleak_done: bool = False
+
+    def problems(self) -> list[str]:
+        p = []
+        if self.timed_out:
+            p.append("timeout")
+        if self.splats:
+            p.append(f"kernel splat ({len(self.splats)} lines)")
+        if self.status is None:
+            if not self.timed_out:
+                p.append("no exit marker (guest crashed?)")
+        elif self.status != 0:
+            p.append(f"exit status {self.status}")
+        return p
+
+
+@dataclass
+class RunResult:
+    vms: list
+    out: Path
+
+    @property
+    def ok(self) -> bool:
+        return all(not v.problems() for v in self.vms)
+
+    @property
+    def skipped(self) -> bool:
+        """All guests exited 77 (the automake 'skip' code) without splats."""
+        return all(v.status == 77 and not v.splats and not v.timed_out for v in self.vms)
+
+    def reason(self) -> str:
+        r = []
+        for v in self.vms:
+            for p in v.problems():
+                r.append(f"{v.role}: {p}" if len(self.vms) > 1 else p)
+        return ", ".join(r) or "ok"
+
+    def report_splats(self, file=sys.stderr) -> None:
+        for v in self.vms:
+            if v.splats:
+                print(f"--- kernel splat on VM {v.role} ({v.log}):", file=file)
+                for line in v.splats[:40]:
+                    print(f"    {line}", file=file)
+                if len(v.splats) > 40:
+                    print(f"    ... {len(v.splats) - 40} more", file=file)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def default_mem(variant: str, nvms: int) -> int:
+    env = os.environ.get("RSIW_VM_MEM")
+    if env:
+        return int(env)
+    return 2048 if variant == "debug" else 1024
+
+
+def default_smp(nvms: int) -> int:
+    env = os.environ.get("RSIW_VM_SMP")
+    if env:
+        return int(env)
+    return 2 if nvms == 1 else 1
+
+
+def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
+              mem: int, smp: int, console: list[str]) -> list[str]:
+    cmdline = " ".join([
+        "console=ttyS0,115200", "root=rsiwroot", "rootfstype=9p",
+        "rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose",
+        "ro", "init=/rsiw-boot", "panic=-1", "mitigations=off",
+        "no_hash_pointers", "printk.devkmsg=on",
+        f"rsiwvm.role={vm.role}", f"rsiwvm.index={vm.index}",
+    ])
+    argv = ["qemu-system-x86_64", "-nodefaults", "-no-user-config",
+            "-display", "none", "-vga", "none", "-no-reboot",
+            "-machine", "pc", "-accel", accel, "-cpu", "max" if accel == "tcg" else "host",
+            "-smp", str(smp), "-m", f"{mem}M",
+            "-kernel", str(kernel.bzimage), "-append", cmdline,
+            "-device", "virtio-rng-pci"] + console
+    shares = [("rsiwroot", root, True), ("rsiwguest", SCRIPTS / "guest", True),
+              ("rsiwmods", kernel.modules, True), ("rsiwtests", TOP / "tests", True),
+              ("rsiwrun", out, False)]
+    for i, (tag, path, ro) in enumerate(shares):
+        argv += ["-fsdev", f"local,id=fs{i},path={path},security_model=none,multidevs=remap"
+                 + (",readonly=on" if ro else ""),
+                 "-device", f"virtio-9p-pci,fsdev=fs{i},mount_tag={tag}"]
+    if vm.net != "none":
+        nd = {"lone": "hubport,id=n0,hubid=0",
+              "user": "user,id=n0,restrict=on",
+              "server": f"stream,id=n0,server=on,addr.type=inet,addr.host=127.0.0.1,addr.port={vm.port}",
+              "client": f"stream,id=n0,server=off,addr.type=inet,addr.host=127.0.0.1,addr.port={vm.port},reconnect-ms=200",
+              }[vm.net]
+        argv += ["-netdev", nd, "-device", f"virtio-net-pci,netdev=n0,mac={vm.mac}"]
+    return argv
+
+
+def write_guest_env(vm: VM, vms: list[VM], out: Path, variant: str, extra: dict) -> None:
+    d = out / vm.role
+    d.mkdir(parents=True, exist_ok=True)
+    peers = [v for v in vms if v is not vm]
+    env = {
+        "RSIW_CMD": vm.cmd,
+        "RSIW_DRIVER": vm.driver,
+        "RSIW_VMS": str(len(vms)),
+        "RSIW_ROLES": " ".join(v.role for v in vms),
+        "RSIW_VARIANT": variant,
+        "RSIW_IP": f"169.254.0.{vm.index}",
+        "RSIW_IP6": f"fe80::{vm.index}",
+        "RSIW_PEER_IP": " ".join(f"169.254.0.{p.index}" for p in peers),
+        "RSIW_PEER_IP6": " ".join(f"fe80::{p.index}" for p in peers),
+        "RSIW_PEER_DRIVER": " ".join(p.driver for p in peers),
+    }
+    env.update(extra)
+    env.update(vm.env)
+    (d / "guest.env").write_text("".join(f"{k}={shlex.quote(str(v))}\n" for k, v in env.items()))
+
+
+def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
+        timeout: float = 600, accel: str | None = None, echo: bool = False,
+        extra_env: dict | None = None, mem: int | None = None, smp: int | None = None,
+        name: str = "run") -> RunResult:
+    """Boot the VMs, wait for them, and collect their results."""
+    variant = variant or lib()["variant"]
+    kernel = Kernel.find(variant)
+    root = rootfs()
+    accel = accel or choose_accel(kernel, root)
+    if out is None:
+        out = cache() / "logs" / time.strftime(f"%Y%m%d-%H%M%S-{name}")
+    out.mkdir(parents=True, exist_ok=True)
+    mem = mem or default_mem(variant, len(vms))
+    smp = smp or default_smp(len(vms))
+    if len(vms) == 2:
+        port = free_port()
+        vms[0].net, vms[0].port = "server", port
+        vms[1].net, vms[1].port = "client", port
+    results, procs, files = [], [], []
+    t0 = time.monotonic()
+    try:
+        for vm in vms:
+            write_guest_env(vm, vms, out, variant, extra_env or {})
+            logp = out / f"console-{vm.role}.log"
+            logp.write_bytes(b"")
+            argv = qemu_argv(vm, kernel, root, out, accel, mem, smp,
+                             ["-chardev", f"file,id=con,path={logp}", "-serial", "chardev:con"])
+            (out / f"qemu-{vm.role}.cmd").write_text(shlex.join(argv) + "\n")
+            qlog = open(out / f"qemu-{vm.role}.log", "wb")
+            procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog,
+                                          stderr=subprocess.STDOUT, start_new_session=True))
+            qlog.close()
+            results.append(VMResult(vm.role, logp))
+            files.append([open(logp, "rb"), b""])
+            if vm.net == "server":
+                time.sleep(0.3)  # let it listen before the client tries
+        deadline = t0 + timeout
+        finished_at = None
+        while True:
+            now = time.monotonic()
+            for r, p, f in zip(results, procs, files):
+                data = f[0].read()
+                if data:
+                    f[1] += data
+                    *lines, f[1] = f[1].split(b"\n")
+                    for raw in lines:
+                        _scan_line(r, raw.decode("utf-8", "replace").rstrip("\r"), now - t0, echo)
+                if r.qemu_rc is None and p.poll() is not None:
+                    r.qemu_rc = p.returncode
+                    r.wall = now - t0
+            if all(r.qemu_rc is not None for r in results):
+                break
+            # One VM gone: give the others a grace period, then stop them.
+            if any(r.qemu_rc is not None for r in results):
+                finished_at = finished_at or now
+                if now - finished_at > 60:
+                    for r, p in zip(results, procs):
+                        if r.qemu_rc is None:
+                            log(f"VM {r.role}: peer exited 60 s ago; stopping it")
+                            r.timed_out = True
+                            _kill(p)
+            if now > deadline:
+                for r, p in zip(results, procs):
+                    if r.qemu_rc is None:
+                        log(f"VM {r.role}: timeout after {timeout:.0f} s; killing QEMU")
+                        r.timed_out = True
+                        _kill(p)
+                deadline = float("inf")
+            time.sleep(0.2)
+        for r, f in zip(results, files):
+            if f[1]:
+                _scan_line(r, f[1].decode("utf-8", "replace"), time.monotonic() - t0, echo)
+            if r.qemu_rc not in (0, None) and r.status is None:
+                qlog = (out / f"qemu-{r.role}.log").read_text(errors="replace").strip()
+                if qlog:
+                    log(f"VM {r.role}: QEMU exited {r.qemu_rc}: {qlog.splitlines()[-1]}")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                _kill(p)
+        for f in files:
+            f[0].close()
+    return RunResult(results, out)
+
+
+def _kill(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _scan_line(r: VMResult, line: str, t: float, echo: bool) -> None:
+    if echo:
+        print(f"{r.role}| {line}", flush=True)
+    m = INIT_MARKER.search(line)
+    if m and r.init_time is None:
+        r.init_time, r.init_uptime = t, float(m.group(1))
+    m = EXIT_MARKER.match(line)
+    if m:
+        r.status = int(m.group(1))
+    if line.startswith("RSIW-KMEMLEAK-DONE"):
+        r.kmemleak_done = True
+    if splat_in(line):
+        r.splats.append(line)
+
+
+# ---------------------------------------------------------------------------
+# KVM: guests hang on some hosts, so it is used only after a boot probe
+# succeeded; the verdict is cached per host kernel in $RSIW_CACHE/kvm-verdict.
+
+def choose_accel(kernel: Kernel, root: Path, force_probe: bool = False) -> str:
+    env = os.environ.get("RSIW_ACCEL")
+    if env:
+        return env
+    host = os.uname().release
+    vfile = cache() / "kvm-verdict"
+    if not force_probe and vfile.is_file():
+        parts = vfile.read_text().split()
+        if len(parts) == 2 and parts[0] == host:
+            return parts[1]
+    verdict = "tcg"
+    if os.access("/dev/kvm", os.R_OK | os.W_OK):
+        log("probing KVM (boot to the guest init within 30 s)")
+        r = run([VM(cmd="true", net="none")], variant=kernel.variant, accel="kvm",
+                timeout=30, extra_env={"RSIW_KMEMLEAK": "0"},
+                out=cache() / "logs" / "kvm-probe")
+        v = r.vms[0]
+        if v.init_time is not None and v.status == 0:
+            verdict = "kvm"
+            log(f"KVM works (init after {v.init_time:.1f} s)")
+        else:
+            log("KVM does not work here (no init within 30 s); using TCG")
+    else:
+        log("/dev/kvm not usable; using TCG")
+    vfile.write_text(f"{host} {verdict}\n")
+    return verdict
+
+
+# ---------------------------------------------------------------------------
+# Interactive shell: the VM's console on stdio.
+
+def shell(args) -> int:
+    variant = args.variant or lib()["variant"]
+    kernel = Kernel.find(variant)
+    root = rootfs()
+    accel = args.accel or choose_accel(kernel, root)
+    out = Path(args.out) if args.out else cache() / "logs" / time.strftime("%Y%m%d-%H%M%S-shell")
+    out.mkdir(parents=True, exist_ok=True)
+    vm = VM(driver=args.driver, net=args.net)
+    extra = {"RSIW_SHELL": "1", "RSIW_KMEMLEAK": "0" if args.no_kmemleak else "1"}
+    try:
+        sz = os.get_terminal_size(sys.stdin.fileno())
+        extra["RSIW_STTY"] = f"rows {sz.lines} cols {sz.columns}"
+        extra["TERM"] = os.environ.get("TERM", "linux")
+    except OSError:
+        pass
+    write_guest_env(vm, [vm], out, variant, extra)
+    logp = out / "console-a.log"
+    argv = qemu_argv(vm, kernel, root, out, accel, args.mem or default_mem(variant, 1),
+                     args.smp or default_smp(1),
+                     ["-chardev", f"stdio,id=con,mux=on,signal=off,logfile={logp}",
+                      "-serial", "chardev:con", "-mon", "chardev=con,mode=readline"])
+    log(f"booting the {variant} kernel ({accel}); console log: {logp}")
+    log("Ctrl-A X quits QEMU, Ctrl-A C toggles the monitor; 'exit' in the shell powers off")
+    try:
+        rc = subprocess.call(argv)
+    finally:
+        if sys.stdin.isatty():
+            subprocess.call(["stty", "sane"])
+    text = logp.read_text(errors="replace") if logp.exists() else ""
+    splats = [l for l in text.splitlines() if splat_in(l)]
+    if splats:
+        log(f"kernel splat in {logp}:")
+        for l in splats[:40]:
+            print(f"    {l}", file=sys.stderr)
+        return 1
+    return rc
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="op", required=True)
+
+    def common(p):
+        p.add_argument("--variant", help="kernel variant (debug, bench); default $RSIW_VARIANT or debug")
+        p.add_argument("--accel", choices=["kvm", "tcg"], help="override the KVM probe")
+        p.add_argument("--mem", type=int, help="MiB per VM (default 2048 debug, 1024 bench; $RSIW_VM_MEM)")
+        p.add_argument("--smp", type=int, help="vCPUs per VM (default 2 for one VM, 1 each for two; $RSIW_VM_SMP)")
+        p.add_argument("--out", help="output directory (default $RSIW_CACHE/logs/<time>-<op>)")
+
+    p = sub.add_parser("run", help="boot VM(s), run a command, check the consoles")
+    common(p)
+    p.add_argument("--vms", type=int, choices=[1, 2], default=1)
+    p.add_argument("--driver", default="rsiw", help="driver for VM a (rsiw or siw)")
+    p.add_argument("--driver-b", default="siw", help="driver for VM b")
+    p.add_argument("--cmd", default="true", help="command for VM a (and b, unless --cmd-b)")
+    p.add_argument("--cmd-b", help="command for VM b")
+    p.add_argument("--net", default="lone", choices=["none", "lone", "user"],
+                   help="eth0 of a single VM: none, a lone link (default), or user-mode networking")
+    p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("-q", "--quiet", action="store_true", help="do not echo the consoles")
+
+    p = sub.add_parser("shell", help="interactive shell in a VM (console on stdio)")
+    common(p)
+    p.add_argument("--driver", default="rsiw", help="sets $RSIW_DRIVER in the guest")
+    p.add_argument("--net", default="lone", choices=["none", "lone", "user"])
+    p.add_argument("--no-kmemleak", action="store_true", help="skip the kmemleak scan at exit")
+
+    p = sub.add_parser("probe-kvm", help="(re)probe whether KVM guests boot here")
+    p.add_argument("--variant")
+    p.add_argument("--force", action="store_true")
+
+    args = ap.parse_args()
+    if args.op == "shell":
+        return shell(args)
+    if args.op == "probe-kvm":
+        k = Kernel.find(args.variant or lib()["variant"])
+        print(choose_accel(k, rootfs(), force_probe=args.force))
+        return 0
+    vms = [VM("a", args.driver, args.cmd, args.net)]
+    if args.vms == 2:
+        vms.append(VM("b", args.driver_b, args.cmd_b or args.cmd))
+    r = run(vms, args.variant, Path(args.out) if args.out else None, args.timeout,
+            args.accel, echo=not args.quiet, mem=args.mem, smp=args.smp)
+    for v in r.vms:
+        it = f"{v.init_time:.1f} s (guest uptime {v.init_uptime:.1f} s)" if v.init_time else "never"
+        log(f"VM {v.role}: status {v.status}, init after {it}, total {v.wall:.1f} s, log {v.log}")
+    if not r.ok:
+        r.report_splats()
+        log(f"FAILED: {r.reason()}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
