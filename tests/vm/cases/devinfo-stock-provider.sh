@@ -1,0 +1,35 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# rsiw-test: vms=1 driver=rsiw timeout=300
+#
+# rdma-core's stock siw provider opens the device: ibv_devices lists it and
+# ibv_devinfo -v shows an active iWARP port whose GID[0] is the netdev's MAC,
+# with no provider warnings.
+. /rsiw/tests/vm/lib.sh
+
+mac=02:72:73:69:77:01
+load_driver
+veth_pair veth0 veth1 "$mac"
+rsiw_up veth0
+
+export IBV_SHOW_WARNINGS=1
+out=$(ibv_devices 2>&1)
+echo "$out"
+assert_match "$out" "^[[:space:]]*$DEV[[:space:]]" "ibv_devices"
+assert_no_match "$out" "[Ww]arn|couldn't load driver" "ibv_devices"
+
+err=$RSIW_OUT/ibv_devinfo.err
+out=$(ibv_devinfo -v -d "$DEV" 2>"$err") || { cat "$err"; die "ibv_devinfo -v -d $DEV failed"; }
+echo "$out"
+cat "$err"
+assert_eq "$(grep -ci -e warn -e "couldn't load" "$err")" 0 "warnings from ibv_devinfo"
+assert_match "$out" "transport:[[:space:]]+iWARP \(1\)" "transport"
+assert_match "$out" "state:[[:space:]]+PORT_ACTIVE" "port state"
+assert_match "$out" "node_guid:[[:space:]]+[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}" "node_guid"
+
+# GID[0] starts with the MAC (as siw does it).
+gid=$(awk '/GID\[ *0\]:/ { print $2; exit }' <<<"$out")
+[ -n "$gid" ] || die "no GID[0] in ibv_devinfo -v"
+gid_mac=$(python3 -c 'import ipaddress, sys; b = ipaddress.IPv6Address(sys.argv[1].split(",")[0]).packed; print(":".join(f"{x:02x}" for x in b[:6]))' "$gid")
+assert_eq "$gid_mac" "$mac" "MAC in GID[0] ($gid)"
+pass

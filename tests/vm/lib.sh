@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Guest-side helpers for the VM test cases (tests/vm/cases/*.sh). Source it:
+#
+#   . /rsiw/tests/vm/lib.sh
+#
+# The guest init (scripts/rsiw/guest/init) exports:
+#   RSIW_ROLE      this VM's role: a or b
+#   RSIW_INDEX     1 for a, 2 for b
+#   RSIW_DRIVER    the RDMA driver this VM uses: rsiw or siw
+#   RSIW_VMS       number of VMs in the test; RSIW_ROLES: "a" or "a b"
+#   RSIW_IP        169.254.0.<index> on eth0; RSIW_IP6: fe80::<index>
+#   RSIW_PEER_IP   the peer's IPv4 (two VMs); RSIW_PEER_IP6, RSIW_PEER_DRIVER
+#   RSIW_OUT       a writable directory kept on the host after the run
+#   RSIW_RUN       the run directory shared by all VMs of the test
+#
+# Exit status of a case: 0 pass, 77 skip, anything else fails.
+
+set -euo pipefail
+
+: "${RSIW_ROLE:=a}" "${RSIW_DRIVER:=rsiw}" "${RSIW_RUN:=/tmp}" "${RSIW_OUT:=/tmp}"
+: "${RSIW_ROLES:=a}"
+# The default RDMA device name: rsiw0 or siw0.
+DEV=${RSIW_DRIVER}0
+
+log() { echo "[$(cut -d' ' -f1 /proc/uptime)] $RSIW_ROLE: $*"; }
+die() { echo "FAIL: $RSIW_ROLE: $*"; exit 1; }
+skip() { echo "SKIP: $*"; exit 77; }
+pass() { echo "PASS: $RSIW_ROLE"; exit 0; }
+
+# run CMD...: log and run a command; a failure fails the test (set -e).
+run() { echo "+ $*"; "$@"; }
+
+# expect_fail CMD...: the command must fail. Its stderr is kept in $ERR.
+expect_fail() {
+	echo "+ (must fail) $*"
+	local rc=0
+	ERR=$("$@" 2>&1 >/dev/null) || rc=$?
+	[ $rc -ne 0 ] || die "succeeded but should have failed: $*"
+	echo "  failed as expected ($rc): $ERR"
+}
+
+assert_eq() { # ACTUAL EXPECTED [WHAT]
+	[ "$1" = "$2" ] || die "${3:-value}: expected '$2', got '$1'"
+}
+
+assert_match() { # TEXT REGEX [WHAT]
+	grep -Eq -- "$2" <<<"$1" || die "${3:-output} does not match /$2/: $1"
+}
+
+assert_no_match() { # TEXT REGEX [WHAT]
+	! grep -Eq -- "$2" <<<"$1" || die "${3:-output} matches /$2/: $(grep -E -- "$2" <<<"$1" | head -3)"
+}
+
+# wait_for SECONDS CMD...: poll CMD every 0.2 s until it succeeds.
+wait_for() {
+	local end=$(($(date +%s) + $1))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		[ "$(date +%s)" -lt $end ] || return 1
+		sleep 0.2
+	done
+}
+
+# --- drivers and RDMA devices -------------------------------------------------
+
+# load_driver [DRIVER]: modprobe rsiw or siw. They must never be loaded
+# together (both are RDMA_DRIVER_SIW), so refuse that.
+load_driver() {
+	local drv=${1:-$RSIW_DRIVER} other
+	case "$drv" in rsiw) other=siw ;; siw) other=rsiw ;; *) die "unknown driver $drv" ;; esac
+	! lsmod | grep -q "^$other " || die "$other is loaded; it cannot share a kernel with $drv"
+	run modprobe "$drv"
+}
+
+# rdma_devs: the names of all RDMA links, sorted, one per line.
+rdma_devs() { rdma link show | awk '$1 == "link" { sub("/.*", "", $2); print $2 }' | sort; }
+
+# rdma_state DEV: the port state of DEV/1 (ACTIVE, DOWN, ...); fails if absent.
+rdma_state() {
+	local out
+	out=$(rdma link show "$1/1" 2>/dev/null) || return 1
+	awk '{ for (i = 1; i < NF; i++) if ($i == "state") print $(i + 1) }' <<<"$out"
+}
+
+# rdma_netdev DEV: the netdev DEV is attached to.
+rdma_netdev() { rdma link show "$1/1" | awk '{ for (i = 1; i < NF; i++) if ($i == "netdev") print $(i + 1) }'; }
+
+has_dev() { rdma link show "$1/1" >/dev/null 2>&1; }
+state_is() { [ "$(rdma_state "$1")" = "$2" ]; }
+
+# wait_state DEV STATE [SECONDS]
+wait_state() {
+	wait_for "${3:-10}" state_is "$1" "$2" ||
+		die "$1: state '$(rdma_state "$1" || echo absent)', expected $2 within ${3:-10} s"
+	log "$1 is $2"
+}
+
+# wait_gone DEV [SECONDS]
+wait_gone() {
+	wait_for "${2:-10}" eval "! has_dev $1" || die "$1 still present after ${2:-10} s"
+	log "$1 is gone"
+}
+
+# rsiw_up NETDEV [NAME]: add an RDMA device of $RSIW_DRIVER on NETDEV and
+# wait until its port is ACTIVE. NAME defaults to $DEV (rsiw0 or siw0).
+rsiw_up() {
+	local name=${2:-$DEV}
+	run rdma link add "$name" type "$RSIW_DRIVER" netdev "$1"
+	wait_state "$name" ACTIVE
+}
+
+# rsiw_add NETDEV [NAME]: like rsiw_up, without waiting.
+rsiw_add() { run rdma link add "${2:-$DEV}" type "$RSIW_DRIVER" netdev "$1"; }
+
+# --- netdevs ----------------------------------------------------------------
+
+# veth_pair A B [MAC_A]: a veth pair, both ends up.
+veth_pair() {
+	run ip link add "$1" ${3:+address "$3"} type veth peer name "$2"
+	run ip link set "$1" up
+	run ip link set "$2" up
+	wait_for 5 eval "ip link show $1 | grep -q LOWER_UP" || die "$1 has no carrier"
+}
+
+# mac_of NETDEV
+mac_of() { cat "/sys/class/net/$1/address"; }
+
+# --- two VMs ----------------------------------------------------------------
+
+# wait_peer [SECONDS]: until every peer answers a ping on eth0.
+wait_peer() {
+	local ip
+	for ip in ${RSIW_PEER_IP:-}; do
+		wait_for "${1:-30}" ping -c 1 -W 1 "$ip" || die "peer $ip unreachable"
+		log "peer $ip is up"
+	done
+}
+
+# barrier NAME [SECONDS]: wait until every VM of the test reached NAME. It uses
+# files in the run directory shared by all VMs, not the link under test.
+barrier() {
+	local name=$1 t=${2:-120} r
+	mkdir -p "$RSIW_RUN/.barrier"
+	: >"$RSIW_RUN/.barrier/$name.$RSIW_ROLE"
+	log "barrier $name"
+	for r in $RSIW_ROLES; do
+		wait_for "$t" test -e "$RSIW_RUN/.barrier/$name.$r" ||
+			die "barrier $name: VM $r did not arrive within $t s"
+	done
+}
+
+# publish KEY VALUE / fetch ROLE KEY [SECONDS]: pass small values between VMs.
+publish() { mkdir -p "$RSIW_RUN/.barrier"; printf '%s\n' "$2" >"$RSIW_RUN/.barrier/$RSIW_ROLE.$1.tmp" && mv "$RSIW_RUN/.barrier/$RSIW_ROLE.$1.tmp" "$RSIW_RUN/.barrier/$RSIW_ROLE.$1"; }
+fetch() {
+	wait_for "${3:-60}" test -e "$RSIW_RUN/.barrier/$1.$2" || die "VM $1 did not publish $2"
+	cat "$RSIW_RUN/.barrier/$1.$2"
+}
