@@ -32,7 +32,11 @@ fn enh(ird: u16, ord: u16, p2p: bool, rtr: RtrSet) -> Enhanced {
     Enhanced { ird, ord, p2p, rtr }
 }
 
-const WR: RtrSet = RtrSet { send: false, write: true, read: true };
+const WR: RtrSet = RtrSet {
+    send: false,
+    write: true,
+    read: true,
+};
 
 #[test]
 fn mpa_01_keys_and_bad_key_closes() {
@@ -72,7 +76,12 @@ fn mpa_03_revisions() {
     // Rev 1 request: Rev 1 reply, S=0, PD untouched.
     let f = frame(FrameKind::Request, 0, 1, None, b"\x01\x02\x03\x04\x05");
     match respond(&cfg, &f) {
-        ResponderAction::Accept { flags, rev, enhanced, params } => {
+        ResponderAction::Accept {
+            flags,
+            rev,
+            enhanced,
+            params,
+        } => {
             assert_eq!(rev, 1);
             assert_eq!(flags & FLAG_S, 0);
             assert!(enhanced.is_none());
@@ -83,7 +92,13 @@ fn mpa_03_revisions() {
     let fr = Frame::parse(&f, FrameKind::Request).unwrap();
     assert_eq!(fr.ulp_pd, b"\x01\x02\x03\x04\x05");
     // Rev 2 with S=1: Rev 2 reply with S=1.
-    let f2 = frame(FrameKind::Request, 0, 2, Some(enh(4, 4, false, RtrSet::NONE)), b"x");
+    let f2 = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(4, 4, false, RtrSet::NONE)),
+        b"x",
+    );
     match respond(&cfg, &f2) {
         ResponderAction::Accept { rev, enhanced, .. } => {
             assert_eq!(rev, 2);
@@ -95,14 +110,27 @@ fn mpa_03_revisions() {
     }
     // Rev 2 with S=0: plain reply.
     let f3 = frame(FrameKind::Request, 0, 2, None, b"");
-    assert!(matches!(respond(&cfg, &f3), ResponderAction::Accept { rev: 2, enhanced: None, .. }));
+    assert!(matches!(
+        respond(&cfg, &f3),
+        ResponderAction::Accept {
+            rev: 2,
+            enhanced: None,
+            ..
+        }
+    ));
     // Rev 3 answered with Rev 2; Rev 0 is invalid.
     let mut f4 = f3.clone();
     f4[17] = 3;
-    assert!(matches!(respond(&cfg, &f4), ResponderAction::Accept { rev: 2, .. }));
+    assert!(matches!(
+        respond(&cfg, &f4),
+        ResponderAction::Accept { rev: 2, .. }
+    ));
     let mut f5 = f3;
     f5[17] = 0;
-    assert_eq!(FrameHeader::parse(f5[..20].try_into().unwrap(), FrameKind::Request), Err(MpaError::BadRev));
+    assert_eq!(
+        FrameHeader::parse(f5[..20].try_into().unwrap(), FrameKind::Request),
+        Err(MpaError::BadRev)
+    );
 }
 
 #[test]
@@ -117,7 +145,11 @@ fn mpa_04_markers_rejected_never_requested() {
         a => panic!("{a:?}"),
     }
     for crc in [false, true] {
-        let cfg = LocalConfig { crc, p2p: true, ..Default::default() };
+        let cfg = LocalConfig {
+            crc,
+            p2p: true,
+            ..Default::default()
+        };
         let (flags, _, _) = initiator_request(&cfg);
         assert_eq!(flags & FLAG_M, 0);
     }
@@ -126,9 +158,20 @@ fn mpa_04_markers_rejected_never_requested() {
 #[test]
 fn mpa_05_crc_negotiation_and_check() {
     let mut cfg = LocalConfig::default();
-    for (req_c, local_c, want) in [(false, false, false), (true, false, true), (false, true, true), (true, true, true)] {
+    for (req_c, local_c, want) in [
+        (false, false, false),
+        (true, false, true),
+        (false, true, true),
+        (true, true, true),
+    ] {
         cfg.crc = local_c;
-        let f = frame(FrameKind::Request, if req_c { FLAG_C } else { 0 }, 1, None, b"");
+        let f = frame(
+            FrameKind::Request,
+            if req_c { FLAG_C } else { 0 },
+            1,
+            None,
+            b"",
+        );
         match respond(&cfg, &f) {
             ResponderAction::Accept { flags, params, .. } => {
                 assert_eq!(params.crc, want);
@@ -138,14 +181,22 @@ fn mpa_05_crc_negotiation_and_check() {
         }
     }
     // Initiator: C in the reply alone turns CRC on.
-    let icfg = LocalConfig { max_rev: 1, ..Default::default() };
+    let icfg = LocalConfig {
+        max_rev: 1,
+        ..Default::default()
+    };
     let rep = frame(FrameKind::Reply, FLAG_C, 1, None, b"");
     match initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]) {
         InitiatorAction::Established(p) => assert!(p.crc),
         a => panic!("{a:?}"),
     }
     // With CRC on, one flipped payload bit gives 2/0/02.
-    let m = msg(Opcode::Send, untagged(1), rsiw_wire::wire::hdr::Body::None, 100);
+    let m = msg(
+        Opcode::Send,
+        untagged(1),
+        rsiw_wire::wire::hdr::Body::None,
+        100,
+    );
     let payload: Vec<u8> = (0..100u8).collect();
     let mut b = encode(m, &payload, 1000, true);
     assert!(parse(cfg_all(true), &b).1.is_none());
@@ -161,14 +212,27 @@ fn mpa_05_crc_negotiation_and_check() {
 
 #[test]
 fn mpa_06_reject_carries_pd_and_ird_ord() {
-    let icfg = LocalConfig { ird: 4, ord: 8, ..Default::default() };
-    let rep = frame(FrameKind::Reply, FLAG_R, 2, Some(enh(2, 6, false, RtrSet::NONE)), b"0123456789");
+    let icfg = LocalConfig {
+        ird: 4,
+        ord: 8,
+        ..Default::default()
+    };
+    let rep = frame(
+        FrameKind::Reply,
+        FLAG_R,
+        2,
+        Some(enh(2, 6, false, RtrSet::NONE)),
+        b"0123456789",
+    );
     let h = hdr(&rep, FrameKind::Reply);
     let fr = Frame::from_parts(h, &rep[20..]).unwrap();
     assert_eq!(fr.ulp_pd, b"0123456789");
     assert_eq!(
         initiator_decide(&icfg, &h, &rep[20..]),
-        InitiatorAction::Rejected { peer_ird: Some(2), peer_ord: Some(6) }
+        InitiatorAction::Rejected {
+            peer_ird: Some(2),
+            peer_ord: Some(6)
+        }
     );
 }
 
@@ -176,11 +240,30 @@ fn mpa_06_reject_carries_pd_and_ird_ord() {
 fn mpa_07_private_data_limits() {
     let mut b = [0u8; MAX_FRAME + 8];
     let pd = [0xAAu8; 513];
-    assert_eq!(encode_frame(FrameKind::Request, 0, 1, None, &pd, &mut b), Err(MpaError::PdTooLong));
-    assert_eq!(encode_frame(FrameKind::Request, 0, 1, None, &pd[..512], &mut b), Ok(532));
+    assert_eq!(
+        encode_frame(FrameKind::Request, 0, 1, None, &pd, &mut b),
+        Err(MpaError::PdTooLong)
+    );
+    assert_eq!(
+        encode_frame(FrameKind::Request, 0, 1, None, &pd[..512], &mut b),
+        Ok(532)
+    );
     let e = enh(1, 1, false, RtrSet::NONE);
-    assert_eq!(encode_frame(FrameKind::Request, 0, 2, Some(&e), &pd[..509], &mut b), Err(MpaError::PdTooLong));
-    assert_eq!(encode_frame(FrameKind::Request, 0, 2, Some(&e), &pd[..MAX_ULP_PD_ENHANCED], &mut b), Ok(532));
+    assert_eq!(
+        encode_frame(FrameKind::Request, 0, 2, Some(&e), &pd[..509], &mut b),
+        Err(MpaError::PdTooLong)
+    );
+    assert_eq!(
+        encode_frame(
+            FrameKind::Request,
+            0,
+            2,
+            Some(&e),
+            &pd[..MAX_ULP_PD_ENHANCED],
+            &mut b
+        ),
+        Ok(532)
+    );
     assert_eq!(u16::from_be_bytes([b[18], b[19]]), 512);
     // Incoming PD_Length 513: invalid frame.
     let mut f = frame(FrameKind::Request, 0, 1, None, b"");
@@ -191,7 +274,13 @@ fn mpa_07_private_data_limits() {
 
 #[test]
 fn mpa_08_s_bit_strips_enhanced_data() {
-    let f = frame(FrameKind::Request, 0, 2, Some(enh(3, 3, false, RtrSet::NONE)), b"");
+    let f = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(3, 3, false, RtrSet::NONE)),
+        b"",
+    );
     assert_eq!(u16::from_be_bytes([f[18], f[19]]), 4);
     let fr = Frame::parse(&f, FrameKind::Request).unwrap();
     assert_eq!(fr.ulp_pd.len(), 0);
@@ -199,33 +288,83 @@ fn mpa_08_s_bit_strips_enhanced_data() {
     // S=1 with PD_Length = 2 is rejected.
     let mut g = frame(FrameKind::Request, 0, 2, None, b"ab");
     g[16] |= FLAG_S;
-    assert_eq!(Frame::parse(&g, FrameKind::Request), Err(MpaError::ShortEnhanced));
+    assert_eq!(
+        Frame::parse(&g, FrameKind::Request),
+        Err(MpaError::ShortEnhanced)
+    );
     assert!(matches!(
         respond(&LocalConfig::default(), &g),
-        ResponderAction::Reject { reason: RejectReason::ShortEnhanced, .. }
+        ResponderAction::Reject {
+            reason: RejectReason::ShortEnhanced,
+            ..
+        }
     ));
     // PD after the enhanced data reaches the ULP unchanged.
-    let h = frame(FrameKind::Request, 0, 2, Some(enh(3, 3, false, RtrSet::NONE)), b"ulp");
+    let h = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(3, 3, false, RtrSet::NONE)),
+        b"ulp",
+    );
     assert_eq!(Frame::parse(&h, FrameKind::Request).unwrap().ulp_pd, b"ulp");
 }
 
 #[test]
 fn mpa_09_enhanced_encoding_exact_bytes() {
-    let e = enh(16, 8, true, RtrSet { send: false, write: true, read: false });
+    let e = enh(
+        16,
+        8,
+        true,
+        RtrSet {
+            send: false,
+            write: true,
+            read: false,
+        },
+    );
     assert_eq!(e.encode(), [0x80, 0x10, 0x80, 0x08]);
     assert_eq!(Enhanced::decode([0x80, 0x10, 0x80, 0x08]), e);
-    let all = enh(0x3FFF, 0x3FFF, true, RtrSet { send: true, write: true, read: true });
+    let all = enh(
+        0x3FFF,
+        0x3FFF,
+        true,
+        RtrSet {
+            send: true,
+            write: true,
+            read: true,
+        },
+    );
     assert_eq!(all.encode(), [0xFF, 0xFF, 0xFF, 0xFF]);
-    assert_eq!(enh(0x1234, 0x0ABC, false, RtrSet::NONE).encode(), [0x12, 0x34, 0x0A, 0xBC]);
+    assert_eq!(
+        enh(0x1234, 0x0ABC, false, RtrSet::NONE).encode(),
+        [0x12, 0x34, 0x0A, 0xBC]
+    );
 }
 
 #[test]
 fn mpa_10_responder_ird_ord() {
-    let req = frame(FrameKind::Request, 0, 2, Some(enh(4, 8, false, RtrSet::NONE)), b"");
+    let req = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(4, 8, false, RtrSet::NONE)),
+        b"",
+    );
     // Relaxed: ORD adopted down to initiator IRD.
-    let cfg = LocalConfig { ird: 2, ord: 32, max_ird: 16, max_ord: 64, relaxed_ord: true, ..Default::default() };
+    let cfg = LocalConfig {
+        ird: 2,
+        ord: 32,
+        max_ird: 16,
+        max_ord: 64,
+        relaxed_ord: true,
+        ..Default::default()
+    };
     match respond(&cfg, &req) {
-        ResponderAction::Accept { enhanced: Some(e), params, .. } => {
+        ResponderAction::Accept {
+            enhanced: Some(e),
+            params,
+            ..
+        } => {
             assert!(e.ird >= 8, "{e:?}");
             assert!(e.ord <= 4, "{e:?}");
             assert_eq!((params.ird, params.ord), (e.ird, e.ord));
@@ -234,9 +373,17 @@ fn mpa_10_responder_ird_ord() {
         a => panic!("{a:?}"),
     }
     // Strict: reject, the reply's ORD is the ORD the ULP requires.
-    let strict = LocalConfig { relaxed_ord: false, ..cfg };
+    let strict = LocalConfig {
+        relaxed_ord: false,
+        ..cfg
+    };
     match respond(&strict, &req) {
-        ResponderAction::Reject { enhanced: Some(e), reason, flags, .. } => {
+        ResponderAction::Reject {
+            enhanced: Some(e),
+            reason,
+            flags,
+            ..
+        } => {
             assert_eq!(reason, RejectReason::InsufficientIrd);
             assert_eq!(e.ord, 32);
             assert_eq!(flags & FLAG_R, FLAG_R);
@@ -244,16 +391,45 @@ fn mpa_10_responder_ird_ord() {
         a => panic!("{a:?}"),
     }
     // Responder IRD capped by the device maximum.
-    let big = frame(FrameKind::Request, 0, 2, Some(enh(4, 100, false, RtrSet::NONE)), b"");
+    let big = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(4, 100, false, RtrSet::NONE)),
+        b"",
+    );
     match respond(&cfg, &big) {
-        ResponderAction::Accept { enhanced: Some(e), .. } => assert_eq!(e.ird, 16),
+        ResponderAction::Accept {
+            enhanced: Some(e), ..
+        } => assert_eq!(e.ird, 16),
         a => panic!("{a:?}"),
     }
     // ORD 0 with a Read RTR raises the responder IRD to 1.
-    let c0 = LocalConfig { ird: 0, ord: 0, ..Default::default() };
-    let r0 = frame(FrameKind::Request, 0, 2, Some(enh(0, 0, true, RtrSet { send: false, write: false, read: true })), b"");
+    let c0 = LocalConfig {
+        ird: 0,
+        ord: 0,
+        ..Default::default()
+    };
+    let r0 = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(
+            0,
+            0,
+            true,
+            RtrSet {
+                send: false,
+                write: false,
+                read: true,
+            },
+        )),
+        b"",
+    );
     match respond(&c0, &r0) {
-        ResponderAction::Accept { enhanced: Some(e), .. } => {
+        ResponderAction::Accept {
+            enhanced: Some(e), ..
+        } => {
             assert_eq!(e.ird, 1);
             assert!(e.rtr.read);
         }
@@ -263,8 +439,20 @@ fn mpa_10_responder_ird_ord() {
 
 #[test]
 fn mpa_11_initiator_ird_ord_on_accept() {
-    let icfg = LocalConfig { ird: 4, ord: 8, max_ird: 16, max_ord: 16, ..Default::default() };
-    let rep = frame(FrameKind::Reply, 0, 2, Some(enh(6, 10, false, RtrSet::NONE)), b"");
+    let icfg = LocalConfig {
+        ird: 4,
+        ord: 8,
+        max_ird: 16,
+        max_ord: 16,
+        ..Default::default()
+    };
+    let rep = frame(
+        FrameKind::Reply,
+        0,
+        2,
+        Some(enh(6, 10, false, RtrSet::NONE)),
+        b"",
+    );
     match initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]) {
         InitiatorAction::Established(p) => {
             assert_eq!(p.ord, 6); // at most responder IRD
@@ -273,7 +461,13 @@ fn mpa_11_initiator_ird_ord_on_accept() {
         }
         a => panic!("{a:?}"),
     }
-    let rep = frame(FrameKind::Reply, 0, 2, Some(enh(6, 0x3FFE, false, RtrSet::NONE)), b"");
+    let rep = frame(
+        FrameKind::Reply,
+        0,
+        2,
+        Some(enh(6, 0x3FFE, false, RtrSet::NONE)),
+        b"",
+    );
     assert_eq!(
         initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]),
         InitiatorAction::Terminate(TermCode::new(2, 0, 6))
@@ -282,11 +476,25 @@ fn mpa_11_initiator_ird_ord_on_accept() {
 
 #[test]
 fn mpa_12_ulp_negotiated_0x3fff() {
-    let cfg = LocalConfig { ird: 5, ord: 7, ..Default::default() };
+    let cfg = LocalConfig {
+        ird: 5,
+        ord: 7,
+        ..Default::default()
+    };
     // Initiator ORD 0x3FFF: responder IRD unchanged, reply IRD 0x3FFF.
-    let req = frame(FrameKind::Request, 0, 2, Some(enh(9, 0x3FFF, false, RtrSet::NONE)), b"");
+    let req = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(9, 0x3FFF, false, RtrSet::NONE)),
+        b"",
+    );
     match respond(&cfg, &req) {
-        ResponderAction::Accept { enhanced: Some(e), params, .. } => {
+        ResponderAction::Accept {
+            enhanced: Some(e),
+            params,
+            ..
+        } => {
             assert_eq!(e.ird, 0x3FFF);
             assert_eq!(params.ird, 5);
             assert_eq!(e.encode()[0] & 0x3F, 0x3F);
@@ -294,36 +502,71 @@ fn mpa_12_ulp_negotiated_0x3fff() {
         a => panic!("{a:?}"),
     }
     // Initiator IRD 0x3FFF: responder ORD unchanged, reply ORD 0x3FFF.
-    let req = frame(FrameKind::Request, 0, 2, Some(enh(0x3FFF, 2, false, RtrSet::NONE)), b"");
+    let req = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(0x3FFF, 2, false, RtrSet::NONE)),
+        b"",
+    );
     match respond(&cfg, &req) {
-        ResponderAction::Accept { enhanced: Some(e), params, .. } => {
+        ResponderAction::Accept {
+            enhanced: Some(e),
+            params,
+            ..
+        } => {
             assert_eq!(e.ord, 0x3FFF);
             assert_eq!(params.ord, 7);
         }
         a => panic!("{a:?}"),
     }
     // Initiator keeps ORD / IRD on 0x3FFF from the responder.
-    let icfg = LocalConfig { ird: 3, ord: 4, ..Default::default() };
-    let rep = frame(FrameKind::Reply, 0, 2, Some(enh(0x3FFF, 0x3FFF, false, RtrSet::NONE)), b"");
+    let icfg = LocalConfig {
+        ird: 3,
+        ord: 4,
+        ..Default::default()
+    };
+    let rep = frame(
+        FrameKind::Reply,
+        0,
+        2,
+        Some(enh(0x3FFF, 0x3FFF, false, RtrSet::NONE)),
+        b"",
+    );
     match initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]) {
         InitiatorAction::Established(p) => assert_eq!((p.ird, p.ord), (3, 4)),
         a => panic!("{a:?}"),
     }
     // The initiator passes 0x3FFF through when its ULP asks for it.
-    let ucfg = LocalConfig { ird: IRD_ORD_ULP, ord: IRD_ORD_ULP, ..Default::default() };
+    let ucfg = LocalConfig {
+        ird: IRD_ORD_ULP,
+        ord: IRD_ORD_ULP,
+        ..Default::default()
+    };
     let (_, _, e) = initiator_request(&ucfg);
     assert_eq!(e.unwrap().encode(), [0x3F, 0xFF, 0x3F, 0xFF]);
 }
 
 #[test]
 fn mpa_13_initiator_model_flags() {
-    let cs = LocalConfig { p2p: false, ird: 1, ord: 1, ..Default::default() };
+    let cs = LocalConfig {
+        p2p: false,
+        ird: 1,
+        ord: 1,
+        ..Default::default()
+    };
     let (_, rev, e) = initiator_request(&cs);
     assert_eq!(rev, 2);
     let b = e.unwrap().encode();
     assert_eq!(b[0] & 0xC0, 0);
     assert_eq!(b[2] & 0xC0, 0);
-    let p2p = LocalConfig { p2p: true, rtr: WR, ird: 1, ord: 1, ..Default::default() };
+    let p2p = LocalConfig {
+        p2p: true,
+        rtr: WR,
+        ird: 1,
+        ord: 1,
+        ..Default::default()
+    };
     let b = initiator_request(&p2p).2.unwrap().encode();
     assert_eq!(b, [0x80, 0x01, 0xC0, 0x01]);
     // On reception B/C/D are ignored when A=0.
@@ -334,11 +577,20 @@ fn mpa_13_initiator_model_flags() {
 
 #[test]
 fn mpa_14_responder_rtr_selection() {
-    let cfg = LocalConfig { rtr: WR, ..Default::default() };
-    let only_b = RtrSet { send: true, write: false, read: false };
+    let cfg = LocalConfig {
+        rtr: WR,
+        ..Default::default()
+    };
+    let only_b = RtrSet {
+        send: true,
+        write: false,
+        read: false,
+    };
     let req = frame(FrameKind::Request, 0, 2, Some(enh(4, 4, true, only_b)), b"");
     match respond(&cfg, &req) {
-        ResponderAction::Accept { enhanced: Some(e), .. } => {
+        ResponderAction::Accept {
+            enhanced: Some(e), ..
+        } => {
             assert!(e.p2p);
             assert!(e.rtr.write || e.rtr.read);
             assert!(!e.rtr.is_empty());
@@ -346,17 +598,49 @@ fn mpa_14_responder_rtr_selection() {
         a => panic!("{a:?}"),
     }
     // Intersection when possible.
-    let req = frame(FrameKind::Request, 0, 2, Some(enh(4, 4, true, RtrSet { send: true, write: true, read: false })), b"");
+    let req = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(
+            4,
+            4,
+            true,
+            RtrSet {
+                send: true,
+                write: true,
+                read: false,
+            },
+        )),
+        b"",
+    );
     match respond(&cfg, &req) {
-        ResponderAction::Accept { enhanced: Some(e), .. } => {
-            assert_eq!(e.rtr, RtrSet { send: false, write: true, read: false });
+        ResponderAction::Accept {
+            enhanced: Some(e), ..
+        } => {
+            assert_eq!(
+                e.rtr,
+                RtrSet {
+                    send: false,
+                    write: true,
+                    read: false
+                }
+            );
         }
         a => panic!("{a:?}"),
     }
     // A=0 in the request: A=0 and no RTR flags in the reply.
-    let req = frame(FrameKind::Request, 0, 2, Some(enh(4, 4, false, RtrSet::NONE)), b"");
+    let req = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(4, 4, false, RtrSet::NONE)),
+        b"",
+    );
     match respond(&cfg, &req) {
-        ResponderAction::Accept { enhanced: Some(e), .. } => {
+        ResponderAction::Accept {
+            enhanced: Some(e), ..
+        } => {
             assert!(!e.p2p);
             assert_eq!(e.encode()[0] & 0xC0, 0);
             assert_eq!(e.encode()[2] & 0xC0, 0);
@@ -367,13 +651,38 @@ fn mpa_14_responder_rtr_selection() {
 
 #[test]
 fn mpa_15_initiator_rtr_choice_and_failure() {
-    let icfg = LocalConfig { p2p: true, rtr: WR, ..Default::default() };
-    let rep = frame(FrameKind::Reply, 0, 2, Some(enh(4, 4, true, RtrSet::NONE)), b"");
+    let icfg = LocalConfig {
+        p2p: true,
+        rtr: WR,
+        ..Default::default()
+    };
+    let rep = frame(
+        FrameKind::Reply,
+        0,
+        2,
+        Some(enh(4, 4, true, RtrSet::NONE)),
+        b"",
+    );
     assert_eq!(
         initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]),
         InitiatorAction::Terminate(TermCode::new(2, 0, 7))
     );
-    let rep = frame(FrameKind::Reply, 0, 2, Some(enh(4, 4, true, RtrSet { send: false, write: false, read: true })), b"");
+    let rep = frame(
+        FrameKind::Reply,
+        0,
+        2,
+        Some(enh(
+            4,
+            4,
+            true,
+            RtrSet {
+                send: false,
+                write: false,
+                read: true,
+            },
+        )),
+        b"",
+    );
     match initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]) {
         InitiatorAction::Established(p) => {
             assert_eq!(p.rtr_send, Some(RtrKind::Read));
@@ -382,7 +691,22 @@ fn mpa_15_initiator_rtr_choice_and_failure() {
         a => panic!("{a:?}"),
     }
     // Only B offered but we cannot send it: TERM 2/0/07.
-    let rep = frame(FrameKind::Reply, 0, 2, Some(enh(4, 4, true, RtrSet { send: true, write: false, read: false })), b"");
+    let rep = frame(
+        FrameKind::Reply,
+        0,
+        2,
+        Some(enh(
+            4,
+            4,
+            true,
+            RtrSet {
+                send: true,
+                write: false,
+                read: false,
+            },
+        )),
+        b"",
+    );
     assert_eq!(
         initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]),
         InitiatorAction::Terminate(TermCode::llp(LlpCode::NoMatchingRtr))
@@ -399,7 +723,15 @@ fn mpa_17_rtr_messages_on_the_wire() {
     let s = segs(&parse(c, &b).0)[0];
     assert_eq!(s.hdr.opcode, Opcode::Send);
     assert!(s.hdr.last);
-    assert_eq!(s.hdr.placement, Placement::Untagged { inv_stag: 0, qn: 0, msn: 1, mo: 0 });
+    assert_eq!(
+        s.hdr.placement,
+        Placement::Untagged {
+            inv_stag: 0,
+            qn: 0,
+            msn: 1,
+            mo: 0
+        }
+    );
     // C: zero-length Write, ULPDU 14 (FPDU 20), STag 1.
     let w = encode(rtr_message(RtrKind::Write, 0), &[], 1000, false);
     assert_eq!(w.len(), 20);
@@ -412,7 +744,15 @@ fn mpa_17_rtr_messages_on_the_wire() {
     let r = encode(rtr_message(RtrKind::Read, 1), &[], 1000, false);
     assert_eq!(r.len(), 52);
     let s = segs(&parse(c, &r).0)[0];
-    assert_eq!(s.hdr.placement, Placement::Untagged { inv_stag: 0, qn: 1, msn: 1, mo: 0 });
+    assert_eq!(
+        s.hdr.placement,
+        Placement::Untagged {
+            inv_stag: 0,
+            qn: 1,
+            msn: 1,
+            mo: 0
+        }
+    );
     match s.body {
         rsiw_wire::wire::hdr::Body::ReadRequest(ReadRequest { size: 0, .. }) => {}
         b => panic!("{b:?}"),
@@ -422,22 +762,52 @@ fn mpa_17_rtr_messages_on_the_wire() {
 #[test]
 fn mpa_18_interoperability_matrix() {
     let v2 = LocalConfig::default();
-    let v1 = LocalConfig { max_rev: 1, ..Default::default() };
+    let v1 = LocalConfig {
+        max_rev: 1,
+        ..Default::default()
+    };
     // Enhanced request, enhanced responder: enhanced reply.
-    let req2 = frame(FrameKind::Request, 0, 2, Some(enh(4, 4, false, RtrSet::NONE)), b"");
-    assert!(matches!(respond(&v2, &req2), ResponderAction::Accept { enhanced: Some(_), rev: 2, .. }));
+    let req2 = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(4, 4, false, RtrSet::NONE)),
+        b"",
+    );
+    assert!(matches!(
+        respond(&v2, &req2),
+        ResponderAction::Accept {
+            enhanced: Some(_),
+            rev: 2,
+            ..
+        }
+    ));
     // Unenhanced request: unenhanced reply (also from a v2 responder).
     let req1 = frame(FrameKind::Request, 0, 1, None, b"");
-    assert!(matches!(respond(&v2, &req1), ResponderAction::Accept { enhanced: None, rev: 1, .. }));
+    assert!(matches!(
+        respond(&v2, &req1),
+        ResponderAction::Accept {
+            enhanced: None,
+            rev: 1,
+            ..
+        }
+    ));
     // A v1-only responder answers a Rev 2 request with Rev 1 and no S.
     match respond(&v1, &req2) {
-        ResponderAction::Accept { enhanced: None, rev: 1, .. } => {}
+        ResponderAction::Accept {
+            enhanced: None,
+            rev: 1,
+            ..
+        } => {}
         a => panic!("{a:?}"),
     }
     // The initiator without enhanced features sends Rev 1.
     assert_eq!(initiator_request(&v1), (0, 1, None));
     // A p2p initiator cannot use an unenhanced reply.
-    let p2p = LocalConfig { p2p: true, ..Default::default() };
+    let p2p = LocalConfig {
+        p2p: true,
+        ..Default::default()
+    };
     let rep1 = frame(FrameKind::Reply, 0, 1, None, b"");
     assert_eq!(
         initiator_decide(&p2p, &hdr(&rep1, FrameKind::Reply), &rep1[20..]),
@@ -445,7 +815,10 @@ fn mpa_18_interoperability_matrix() {
     );
     assert!(matches!(
         initiator_decide(&v2, &hdr(&rep1, FrameKind::Reply), &rep1[20..]),
-        InitiatorAction::Established(ConnParams { enhanced: false, .. })
+        InitiatorAction::Established(ConnParams {
+            enhanced: false,
+            ..
+        })
     ));
     // A reply with a higher Rev than requested is invalid.
     let rep2 = frame(FrameKind::Reply, 0, 2, None, b"");
@@ -457,12 +830,24 @@ fn mpa_18_interoperability_matrix() {
 
 #[test]
 fn mpa_19_enhanced_mode_term_codes() {
-    assert_eq!(TermCode::llp(LlpCode::LocalCatastrophic), TermCode::new(2, 0, 5));
-    assert_eq!(TermCode::llp(LlpCode::InsufficientIrd), TermCode::new(2, 0, 6));
-    assert_eq!(TermCode::llp(LlpCode::NoMatchingRtr), TermCode::new(2, 0, 7));
+    assert_eq!(
+        TermCode::llp(LlpCode::LocalCatastrophic),
+        TermCode::new(2, 0, 5)
+    );
+    assert_eq!(
+        TermCode::llp(LlpCode::InsufficientIrd),
+        TermCode::new(2, 0, 6)
+    );
+    assert_eq!(
+        TermCode::llp(LlpCode::NoMatchingRtr),
+        TermCode::new(2, 0, 7)
+    );
     // A reply asking for markers is a local failure: 2/0/05.
     let rep = frame(FrameKind::Reply, FLAG_M, 1, None, b"");
-    let icfg = LocalConfig { max_rev: 1, ..Default::default() };
+    let icfg = LocalConfig {
+        max_rev: 1,
+        ..Default::default()
+    };
     assert_eq!(
         initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]),
         InitiatorAction::Terminate(TermCode::new(2, 0, 5))
@@ -491,8 +876,21 @@ fn mpa_20_llp_error_codes() {
 
 #[test]
 fn mpa_21_sanity_clamping() {
-    let cfg = LocalConfig { ird: 8, ord: 8, max_ird: 16, max_ord: 16, relaxed_ord: true, ..Default::default() };
-    let req = frame(FrameKind::Request, 0, 2, Some(enh(0x3FFE, 0x3FFE, false, RtrSet::NONE)), b"");
+    let cfg = LocalConfig {
+        ird: 8,
+        ord: 8,
+        max_ird: 16,
+        max_ord: 16,
+        relaxed_ord: true,
+        ..Default::default()
+    };
+    let req = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(0x3FFE, 0x3FFE, false, RtrSet::NONE)),
+        b"",
+    );
     match respond(&cfg, &req) {
         ResponderAction::Accept { params, .. } => {
             assert!(params.ird <= 16);
@@ -501,26 +899,48 @@ fn mpa_21_sanity_clamping() {
         a => panic!("{a:?}"),
     }
     // A=0 with B, C, D set: ignored.
-    let mut raw = frame(FrameKind::Request, 0, 2, Some(enh(4, 4, false, RtrSet::NONE)), b"");
+    let mut raw = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(4, 4, false, RtrSet::NONE)),
+        b"",
+    );
     raw[20] |= 0x40;
     raw[22] |= 0xC0;
     match respond(&cfg, &raw) {
-        ResponderAction::Accept { enhanced: Some(e), params, .. } => {
+        ResponderAction::Accept {
+            enhanced: Some(e),
+            params,
+            ..
+        } => {
             assert!(!e.p2p && e.rtr.is_empty() && !params.p2p);
         }
         a => panic!("{a:?}"),
     }
     // Device maxima above 0x3FFE never leak into the reply.
-    let huge = LocalConfig { ird: 0xFFFF, max_ird: 0xFFFF, ..cfg };
+    let huge = LocalConfig {
+        ird: 0xFFFF,
+        max_ird: 0xFFFF,
+        ..cfg
+    };
     match respond(&huge, &req) {
-        ResponderAction::Accept { enhanced: Some(e), .. } => assert!(e.ird <= IRD_ORD_MAX),
+        ResponderAction::Accept {
+            enhanced: Some(e), ..
+        } => assert!(e.ird <= IRD_ORD_MAX),
         a => panic!("{a:?}"),
     }
 }
 
 #[test]
 fn mpa_22_reader_never_over_reads() {
-    let f = frame(FrameKind::Request, 0, 2, Some(enh(1, 1, false, RtrSet::NONE)), b"private!");
+    let f = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(1, 1, false, RtrSet::NONE)),
+        b"private!",
+    );
     let mut stream = f.clone();
     stream.extend_from_slice(&[0xEE; 40]); // the first FPDU bytes
     let mut r = FrameReader::new(FrameKind::Request);
@@ -539,7 +959,17 @@ fn mpa_22_reader_never_over_reads() {
 
 #[test]
 fn mpa_23_fpdu_pad() {
-    for (len, pad) in [(18usize, 0usize), (19, 3), (20, 2), (21, 1), (14, 0), (26, 0), (46, 0), (30, 0), (70, 0)] {
+    for (len, pad) in [
+        (18usize, 0usize),
+        (19, 3),
+        (20, 2),
+        (21, 1),
+        (14, 0),
+        (26, 0),
+        (46, 0),
+        (30, 0),
+        (70, 0),
+    ] {
         assert_eq!(pad_len(len), pad, "len {len}");
         assert_eq!((2 + len + pad) % 4, 0);
     }
@@ -547,7 +977,12 @@ fn mpa_23_fpdu_pad() {
     assert_eq!(fpdu_len(70), 76);
     // Pad bytes on the wire are zero and the parser accepts any length.
     for n in 0..8u32 {
-        let m = msg(Opcode::Send, untagged(1), rsiw_wire::wire::hdr::Body::None, n);
+        let m = msg(
+            Opcode::Send,
+            untagged(1),
+            rsiw_wire::wire::hdr::Body::None,
+            n,
+        );
         let p = vec![0x55u8; n as usize];
         let b = encode(m, &p, 1000, true);
         assert_eq!(b.len() % 4, 0);
@@ -570,7 +1005,10 @@ fn mpa_24_crc32c_vectors_and_wire_order() {
     let dec: Vec<u8> = (0..32u8).rev().collect();
     assert_eq!(crc32c(&c, &dec), 0x113F_DB5C);
     // iSCSI wire order: 32 zero bytes give aa 36 91 8a.
-    assert_eq!(crc_to_wire(c.update(CRC_INIT, &[0u8; 32])), [0xAA, 0x36, 0x91, 0x8A]);
+    assert_eq!(
+        crc_to_wire(c.update(CRC_INIT, &[0u8; 32])),
+        [0xAA, 0x36, 0x91, 0x8A]
+    );
     // Chaining over pieces equals one pass.
     let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
     let whole = c.update(CRC_INIT, &data);
@@ -597,7 +1035,12 @@ fn mpa_26_mulpdu_and_any_chunking() {
         assert_eq!(pad_len(m), 0);
     }
     // A stream of FPDUs split at every possible byte gives the same events.
-    let m = msg(Opcode::Send, untagged(1), rsiw_wire::wire::hdr::Body::None, 3000);
+    let m = msg(
+        Opcode::Send,
+        untagged(1),
+        rsiw_wire::wire::hdr::Body::None,
+        3000,
+    );
     let p: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
     let b = encode(m, &p, 1454, true);
     let whole = parse(cfg_all(true), &b);

@@ -137,6 +137,7 @@ pub struct RxParser<C: Crc32c> {
     tail: [u8; 7],
     tail_have: usize,
     op: Opcode,
+    hstep: u8,
     err: Option<RxError>,
 }
 
@@ -161,6 +162,7 @@ impl<C: Crc32c> RxParser<C> {
             tail: [0; 7],
             tail_have: 0,
             op: Opcode::Write,
+            hstep: 0,
             err: None,
         }
     }
@@ -259,20 +261,29 @@ impl<C: Crc32c> RxParser<C> {
 
     /// First look at a header: length field and control bytes. Returns the
     /// full header length needed.
+    fn check_len(&self) -> Result<usize, RxError> {
+        let ulpdu = usize::from(be16(&self.hdr, 0).unwrap_or(0));
+        let c0 = self.hdr.get(2).copied().unwrap_or(0);
+        let ddp_min = if c0 & DDP_T != 0 {
+            TAGGED_HDR_LEN
+        } else {
+            UNTAGGED_HDR_LEN
+        };
+        if ulpdu < ddp_min || ulpdu > usize::from(self.cfg.max_ulpdu) {
+            return Err(fail(TermCode::llp(LlpCode::FpduStart), TermEcho::None));
+        }
+        Ok(LEN_LEN.saturating_add(ddp_min))
+    }
+
+    /// Checks the control bytes once the DDP header is complete (so that a
+    /// Terminate can echo it). Returns the opcode and the full header
+    /// length needed.
     fn check_ctrl(&self) -> Result<(Opcode, usize), RxError> {
         let ulpdu = usize::from(be16(&self.hdr, 0).unwrap_or(0));
         let c0 = self.hdr.get(2).copied().unwrap_or(0);
         let c1 = self.hdr.get(3).copied().unwrap_or(0);
         let tagged = c0 & DDP_T != 0;
         let llp = fail(TermCode::llp(LlpCode::FpduStart), TermEcho::None);
-        let ddp_min = if tagged {
-            TAGGED_HDR_LEN
-        } else {
-            UNTAGGED_HDR_LEN
-        };
-        if ulpdu < ddp_min || ulpdu > usize::from(self.cfg.max_ulpdu) {
-            return Err(llp);
-        }
         if c0 & DDP_DV_MASK != DDP_VERSION {
             let code = if tagged {
                 TermCode::tagged(DdpTaggedCode::InvalidVersion)
@@ -453,17 +464,30 @@ impl<C: Crc32c> RxParser<C> {
                     if !self.take_hdr(input, &mut used) {
                         return (used, RxEvent::NeedMore);
                     }
-                    if self.need == LEN_LEN + 2 {
-                        // Length and control are in: size the header.
+                    if self.hstep == 0 {
+                        // Length and control are in: wait for the DDP header.
+                        match self.check_len() {
+                            Ok(need) => {
+                                self.need = need;
+                                self.hstep = 1;
+                                continue;
+                            }
+                            Err(e) => return (used, RxEvent::Error(self.set_err(e))),
+                        }
+                    }
+                    if self.hstep == 1 {
+                        // DDP header is in: validate control, size the rest.
                         match self.check_ctrl() {
                             Ok((op, need)) => {
                                 self.op = op;
                                 self.need = need;
-                                if self.have < self.need {
-                                    continue;
-                                }
+                                self.hstep = 2;
+                                continue;
                             }
-                            Err(e) => return (used, RxEvent::Error(self.set_err(e))),
+                            Err(e) => {
+                                self.ulpdu_len = usize::from(be16(&self.hdr, 0).unwrap_or(0));
+                                return (used, RxEvent::Error(self.set_err(e)));
+                            }
                         }
                     }
                     match self.check_header(self.op) {
@@ -536,6 +560,7 @@ impl<C: Crc32c> RxParser<C> {
                     self.stage = Stage::Header;
                     self.have = 0;
                     self.need = LEN_LEN + 2;
+                    self.hstep = 0;
                     return (used, RxEvent::End);
                 }
             }
