@@ -1,0 +1,339 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Property tests: encode/decode round trips for every message and
+//! chunking independence of the receive parser.
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use rsiw_wire::wire::hdr::*;
+use rsiw_wire::wire::mpa::{encode_frame, Enhanced, Frame, FrameKind, RtrSet, MAX_FRAME};
+use rsiw_wire::wire::term::{TermCode, Terminate};
+use rsiw_wire::wire::tx::{sg_pieces, TxMessage};
+
+fn sink() -> impl Strategy<Value = SinkRange> {
+    (any::<u32>(), any::<u32>(), any::<u64>()).prop_map(|(stag, len, to)| SinkRange {
+        stag,
+        len,
+        to,
+    })
+}
+
+fn terminate() -> impl Strategy<Value = Terminate> {
+    (
+        0u8..3,
+        0u8..4,
+        any::<u8>(),
+        any::<u16>(),
+        any::<bool>(),
+        any::<bool>(),
+        prop::array::uniform18(any::<u8>()),
+        prop::array::uniform28(any::<u8>()),
+        any::<bool>(),
+    )
+        .prop_map(|(l, t, c, sl, with_ddp, tagged, mut h, r, with_r)| {
+            let code = TermCode::new(l, t, c);
+            if !with_ddp {
+                return Terminate::bare(code);
+            }
+            h[0] = if tagged { h[0] | DDP_T } else { h[0] & !DDP_T };
+            let rr = if with_r { Some(&r) } else { None };
+            Terminate::with_headers(code, sl, &h, rr)
+        })
+}
+
+/// Any message the segmenter accepts, with its payload.
+fn message() -> impl Strategy<Value = (TxMessage, Vec<u8>)> {
+    let tagged = (
+        prop_oneof![Just(Opcode::Write), Just(Opcode::ReadResponse)],
+        any::<u32>(),
+        0u64..(u64::MAX / 2),
+        0usize..5000,
+    )
+        .prop_map(|(op, stag, to, n)| {
+            (
+                msg(op, Placement::Tagged { stag, to }, Body::None, n as u32),
+                vec![0xA5; n],
+            )
+        });
+    let sends = (
+        prop_oneof![
+            Just(Opcode::Send),
+            Just(Opcode::SendInv),
+            Just(Opcode::SendSe),
+            Just(Opcode::SendSeInv)
+        ],
+        any::<u32>(),
+        any::<u32>(),
+        0usize..5000,
+    )
+        .prop_map(|(op, inv, msn, n)| {
+            let inv_stag = if op.has_invalidate() { inv } else { 0 };
+            let p: Vec<u8> = (0..n).map(|i| (i * 31) as u8).collect();
+            (
+                msg(
+                    op,
+                    Placement::Untagged {
+                        inv_stag,
+                        qn: 0,
+                        msn,
+                        mo: 0,
+                    },
+                    Body::None,
+                    n as u32,
+                ),
+                p,
+            )
+        });
+    let fixed = (
+        prop_oneof![
+            (
+                any::<u32>(),
+                any::<u64>(),
+                any::<u32>(),
+                any::<u32>(),
+                any::<u64>()
+            )
+                .prop_map(|(a, b, c, d, e)| (
+                    Opcode::ReadRequest,
+                    Body::ReadRequest(ReadRequest {
+                        sink_stag: a,
+                        sink_to: b,
+                        size: c,
+                        src_stag: d,
+                        src_to: e
+                    })
+                )),
+            (
+                0u8..16,
+                any::<u32>(),
+                any::<u32>(),
+                any::<u64>(),
+                any::<[u64; 4]>()
+            )
+                .prop_map(|(a, id, st, to, d)| (
+                    Opcode::AtomicRequest,
+                    Body::AtomicRequest(AtomicRequest {
+                        aopcode: a,
+                        req_id: id,
+                        stag: st,
+                        to,
+                        add_swap: d[0],
+                        add_swap_mask: d[1],
+                        compare: d[2],
+                        compare_mask: d[3]
+                    })
+                )),
+            (any::<u32>(), any::<u64>()).prop_map(|(id, o)| (
+                Opcode::AtomicResponse,
+                Body::AtomicResponse(AtomicResponse {
+                    req_id: id,
+                    orig: o
+                })
+            )),
+            (
+                prop_oneof![Just(Opcode::ImmData), Just(Opcode::ImmDataSe)],
+                any::<[u8; 8]>()
+            )
+                .prop_map(|(o, d)| (o, Body::Immediate(d))),
+            (sink(), any::<u32>()).prop_map(|(s, f)| (
+                Opcode::FlushRequest,
+                Body::FlushRequest(FlushRequest { sink: s, flags: f })
+            )),
+            Just((Opcode::FlushResponse, Body::None)),
+            (sink(), any::<[u8; 8]>()).prop_map(|(s, d)| (
+                Opcode::AtomicWriteRequest,
+                Body::AtomicWriteRequest(AtomicWriteRequest { sink: s, data: d })
+            )),
+            Just((Opcode::AtomicWriteResponse, Body::None)),
+            terminate().prop_map(|t| (Opcode::Terminate, Body::Terminate(t))),
+        ],
+        any::<u32>(),
+    )
+        .prop_map(|((op, body), msn)| {
+            (
+                msg(
+                    op,
+                    Placement::Untagged {
+                        inv_stag: 0,
+                        qn: 0,
+                        msn,
+                        mo: 0,
+                    },
+                    body,
+                    0,
+                ),
+                vec![],
+            )
+        });
+    let verify = (sink(), any::<u32>(), 0usize..64, any::<bool>()).prop_map(|(s, msn, n, req)| {
+        let p = vec![0x3C; n.max(if req { 0 } else { 1 })];
+        if req {
+            (
+                msg(
+                    Opcode::VerifyRequest,
+                    untagged(msn),
+                    Body::VerifyRequest(VerifyRequest { sink: s }),
+                    p.len() as u32,
+                ),
+                p,
+            )
+        } else {
+            (
+                msg(
+                    Opcode::VerifyResponse,
+                    untagged(msn),
+                    Body::None,
+                    p.len() as u32,
+                ),
+                p,
+            )
+        }
+    });
+    prop_oneof![tagged, sends, fixed, verify]
+}
+
+fn check_roundtrip(m: TxMessage, p: &[u8], mulpdu: u16, crc: bool) {
+    let b = encode(m, p, mulpdu, crc);
+    let (evs, e) = parse(cfg_all(crc), &b);
+    assert!(e.is_none(), "{e:?}");
+    let ss = segs(&evs);
+    let mut data = Vec::new();
+    for ev in &evs {
+        if let Ev::Data(d) = ev {
+            data.extend_from_slice(d);
+        }
+    }
+    assert_eq!(data, p);
+    assert!(ss.last().unwrap().hdr.last);
+    let mut off = 0u64;
+    for s in &ss {
+        assert_eq!(s.hdr.opcode, m.opcode);
+        assert_eq!(s.body, m.body);
+        assert!(s.ulpdu_len <= mulpdu);
+        match (s.hdr.placement, m.placement) {
+            (Placement::Tagged { stag, to }, Placement::Tagged { stag: s0, to: t0 }) => {
+                assert_eq!(stag, s0);
+                assert_eq!(to, t0 + off);
+            }
+            (
+                Placement::Untagged {
+                    inv_stag,
+                    qn,
+                    msn,
+                    mo,
+                },
+                Placement::Untagged {
+                    inv_stag: i0,
+                    msn: m0,
+                    ..
+                },
+            ) => {
+                assert_eq!(inv_stag, i0);
+                assert_eq!(Some(qn), m.opcode.queue());
+                assert_eq!(msn, m0);
+                assert_eq!(u64::from(mo), off);
+            }
+            x => panic!("{x:?}"),
+        }
+        off += u64::from(s.payload_len);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, .. ProptestConfig::default() })]
+
+    #[test]
+    fn prop_every_message_roundtrips((m, p) in message(), mulpdu in 100u16..2000, crc in any::<bool>()) {
+        check_roundtrip(m, &p, mulpdu, crc);
+    }
+
+    #[test]
+    fn mpa_26_prop_chunking_independent(
+        msgs in prop::collection::vec(message(), 1..6),
+        chunks in prop::collection::vec(1usize..3000, 1..8),
+        crc in any::<bool>(),
+    ) {
+        let mut b = Vec::new();
+        for (m, p) in &msgs {
+            b.extend(encode(*m, p, 1454, crc));
+        }
+        let whole = parse(cfg_all(crc), &b);
+        prop_assert!(whole.1.is_none());
+        prop_assert_eq!(parse_chunked(cfg_all(crc), &b, &chunks), whole.clone());
+        prop_assert_eq!(parse_chunked(cfg_all(crc), &b, &[1]), whole);
+    }
+
+    #[test]
+    fn prop_parser_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..400), chunks in prop::collection::vec(1usize..50, 1..4)) {
+        let _ = parse_chunked(cfg_all(true), &bytes, &chunks);
+        let _ = parse_chunked(cfg_all(false), &bytes, &chunks);
+    }
+
+    #[test]
+    fn prop_ddp_header_roundtrip(op in 0u8..18, last in any::<bool>(), a in any::<u32>(), b in any::<u64>(), c in any::<u32>()) {
+        let op = Opcode::from_u8(op).unwrap();
+        let placement = if op.is_tagged() {
+            Placement::Tagged { stag: a, to: b }
+        } else {
+            Placement::Untagged { inv_stag: a, qn: op.queue().unwrap(), msn: c, mo: b as u32 }
+        };
+        let h = DdpHeader { opcode: op, last, placement };
+        let mut out = [0u8; 18];
+        let n = h.encode(&mut out).unwrap();
+        prop_assert_eq!(n, if op.is_tagged() { 14 } else { 18 });
+        prop_assert_eq!(out[0] & DDP_L != 0, last);
+        prop_assert_eq!(out[1] & OPCODE_MASK5, op as u8);
+    }
+
+    #[test]
+    fn prop_terminate_roundtrip(t in terminate()) {
+        let mut out = [0u8; 64];
+        let n = t.encode(&mut out).unwrap();
+        prop_assert_eq!(Terminate::decode(&out[..n]), Some(t));
+    }
+
+    #[test]
+    fn prop_mpa_frame_roundtrip(
+        req in any::<bool>(), flags in any::<u8>(), rev in 1u8..5,
+        ird in 0u16..0x4000, ord in 0u16..0x4000, p2p in any::<bool>(), rtr in any::<[bool; 3]>(),
+        pd in prop::collection::vec(any::<u8>(), 0..508), enhanced in any::<bool>(),
+    ) {
+        let kind = if req { FrameKind::Request } else { FrameKind::Reply };
+        let rtr = RtrSet { send: rtr[0], write: rtr[1], read: rtr[2] };
+        let e = Enhanced { ird, ord, p2p, rtr: if p2p { rtr } else { RtrSet::NONE } };
+        let rev = if enhanced { rev.max(2) } else { rev };
+        let mut b = [0u8; MAX_FRAME];
+        let n = encode_frame(kind, flags, rev, if enhanced { Some(&e) } else { None }, &pd, &mut b).unwrap();
+        let f = Frame::parse(&b[..n], kind).unwrap();
+        prop_assert_eq!(f.ulp_pd, &pd[..]);
+        prop_assert_eq!(f.hdr.rev, rev);
+        prop_assert_eq!(f.hdr.flags & 0xE0, flags & 0xE0);
+        if enhanced {
+            prop_assert_eq!(f.enhanced, Some(e));
+        } else if rev < 2 || flags & 0x10 == 0 {
+            prop_assert_eq!(f.enhanced, None);
+        }
+    }
+
+    #[test]
+    fn prop_sg_pieces_cover_range(lens in prop::collection::vec(0u64..5000, 0..10), off in 0u64..20000, len in 0u64..20000) {
+        let total: u64 = lens.iter().sum();
+        let mut covered = 0;
+        let mut pos = 0u64;
+        let starts: Vec<u64> = lens.iter().scan(0, |a, l| { let s = *a; *a += l; Some(s) }).collect();
+        for p in sg_pieces(&lens, off, len) {
+            let abs = starts[p.index] + p.offset;
+            if covered == 0 { pos = abs; }
+            prop_assert_eq!(abs, pos);
+            prop_assert!(p.offset + p.len <= lens[p.index]);
+            prop_assert!(p.len > 0);
+            pos += p.len;
+            covered += p.len;
+        }
+        let want = if off >= total { 0 } else { len.min(total - off) };
+        prop_assert_eq!(covered, want);
+        if want > 0 { prop_assert_eq!(pos, off + want); }
+    }
+}
