@@ -60,7 +60,7 @@ fn ddp_01_version_checks() {
     let t = p.terminate().unwrap();
     assert_eq!(t.ddp_hdr_len as usize, UNTAGGED_HDR_LEN);
     assert_eq!(&t.ddp_hdr[..], &u[..]);
-    let tg = raw_tagged(DDP_T | DDP_L | 0x00, ctl(0), 5, 0); // DV = 0
+    let tg = raw_tagged(DDP_T | DDP_L, ctl(0), 5, 0); // DV = 0
     assert_eq!(
         parse_err(cfg_all(false), &raw_fpdu(&tg, false)).code,
         TermCode::new(1, 1, 4)
@@ -399,7 +399,7 @@ fn rdmap_01_version() {
     let raw = raw_untagged(c0(false, true), 0x80 | 3, 0, 0, 1, 0); // RV = 10b
     let e = parse_err(cfg_all(false), &raw_fpdu(&raw, false));
     assert_eq!(e.code, TermCode::new(0, 2, 5));
-    let raw = raw_untagged(c0(false, true), 0x00 | 3, 0, 0, 1, 0); // RV = 00b
+    let raw = raw_untagged(c0(false, true), 3, 0, 0, 1, 0); // RV = 00b
     assert_eq!(
         parse_err(cfg_all(false), &raw_fpdu(&raw, false)).code,
         TermCode::new(0, 2, 5)

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Runs the wire core benchmarks and prints a short summary.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+export CARGO_TARGET_DIR=${RSIW_CACHE:-$HOME/.cache/rsiw}/cargo-target/wire
+cd "$here"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+cargo bench --bench wire -- --noplot 2>&1 | tee "$out" >/dev/null
+echo "rsiw wire benchmarks (median, criterion):"
+awk '
+	/^[a-z_0-9\/]+/ && !/^(Benchmarking|Found|Warming|Analyzing|Gnuplot|running)/ { name = $1 }
+	/time:/ { t = $4 " " $5; printf "  %-40s %s\n", name, t }
+	/thrpt:/ { th = $4 " " $5; printf "  %-40s %s\n", "", th }
+' "$out"
