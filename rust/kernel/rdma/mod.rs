@@ -5,3 +5,17 @@
 //! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
 //! [`include/rdma/iw_cm.h`](srctree/include/rdma/iw_cm.h) and
 //! [`include/rdma/rdma_netlink.h`](srctree/include/rdma/rdma_netlink.h).
+//!
+//! - [`device`]: the `struct ib_device` of a provider, its lifetime and its operations, built
+//!   from the [`device::Driver`] trait.
+//! - [`object`]: verbs objects (ucontext, PD, CQ, QP, SRQ, MR), which all follow the same
+//!   "C struct at offset 0, driver data behind it" pattern.
+//! - [`attr`]: device and port attributes, GIDs and events.
+//! - [`udata`]: driver-private data of uverbs commands.
+//! - [`link`]: `rdma link` types, which create devices and fence their lifetime.
+
+pub mod attr;
+pub mod device;
+pub mod link;
+pub mod object;
+pub mod udata;
