@@ -1,11 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! rsiw: software iWARP RDMA over kernel TCP sockets.
+//!
+//! rsiw attaches an iWARP RDMA device to a network device on request (`rdma link add <name>
+//! type rsiw netdev <if>`). It speaks the user ABI of the C `siw` driver, so rdma-core's stock
+//! `siw` provider drives it; rsiw and siw must therefore never be loaded in the same kernel.
+//! See `Documentation/infiniband/rsiw.rst`.
 
-use kernel::prelude::*;
+use kernel::{
+    net::notifier,
+    prelude::*,
+    rdma::link, //
+};
+
+mod abi;
+mod device;
+mod limits;
+
+/// The sans-IO iWARP wire core: MPA, DDP, RDMAP framing and validation.
+pub mod wire;
 
 module! {
-    type: Rsiw,
+    type: RsiwModule,
     name: "rsiw",
     authors: ["The rsiw developers"],
     description: "Software iWARP RDMA driver (Rust)",
@@ -13,11 +29,24 @@ module! {
     alias: ["rdma-link-rsiw"],
 }
 
-struct Rsiw;
+/// The module state: its registrations, torn down in declaration order.
+///
+/// Like `siw`, the netdev notifier goes first, then the link type; dropping the link
+/// registration also unregisters every remaining rsiw device (`ib_unregister_driver()`) and
+/// waits for them, so no device outlives the module.
+#[pin_data]
+struct RsiwModule {
+    #[pin]
+    netdev_events: notifier::Registration<device::NetdevEvents>,
+    #[pin]
+    link: link::Registration<device::RsiwLink>,
+}
 
-impl kernel::Module for Rsiw {
-    fn init(_module: &'static ThisModule) -> Result<Self> {
-        pr_info!("rsiw loaded\n");
-        Ok(Rsiw)
+impl kernel::InPlaceModule for RsiwModule {
+    fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            netdev_events <- notifier::Registration::new(device::NetdevEvents),
+            link <- link::Registration::new(),
+        })
     }
 }

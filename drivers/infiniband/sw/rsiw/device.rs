@@ -1,0 +1,415 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The rsiw RDMA device: one iWARP device per net device.
+//!
+//! A device is created with `rdma link add <name> type rsiw netdev <if>` ([`RsiwLink`]) and
+//! removed with `rdma link delete <name>` (by ib_core), when its net device is unregistered
+//! ([`NetdevEvents`]) or when the module is unloaded (the fence of the link registration).
+
+use crate::{
+    abi::UrespAllocCtx,
+    limits, //
+};
+use kernel::{
+    cpu,
+    net::{
+        device::{
+            random_ether_addr,
+            HwType,
+            NetDevice,
+            ETH_ALEN, //
+        },
+        notifier::{
+            self,
+            Event, //
+        },
+    },
+    prelude::*,
+    rdma::{
+        attr::{
+            core_cap,
+            device_cap,
+            kernel_cap,
+            port_cap,
+            AtomicCap,
+            DeviceAttr,
+            EventType,
+            Gid,
+            Mtu,
+            PortAttr,
+            PortImmutable,
+            PortState, //
+        },
+        device::{
+            Device,
+            Driver,
+            DriverId,
+            IwFlags,
+            NodeType,
+            PostError,
+            UnregisteredDevice,
+            UverbsCmd, //
+        },
+        link::{
+            LinkOps,
+            NewLink, //
+        },
+        object::{
+            Cq,
+            CqInitAttr,
+            Pd,
+            Qp,
+            QpAttr,
+            QpInitAttr,
+            RecvWr,
+            SendWr,
+            Ucontext,
+            Wc, //
+        },
+        udata::Udata,
+    },
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
+};
+
+/// The next vendor part id; each device gets its own, which is also the `dev_id` the `siw`
+/// provider receives.
+static NEXT_PART_ID: Atomic<u32> = Atomic::new(1);
+
+/// A bounded counter of objects of one kind.
+struct Counter {
+    count: Atomic<u32>,
+    max: u32,
+}
+
+impl Counter {
+    const fn new(max: u32) -> Self {
+        Self {
+            count: Atomic::new(0),
+            max,
+        }
+    }
+
+    /// Takes a slot, or fails with `ENOMEM` if all `max` are in use.
+    fn take(&self) -> Result {
+        if self.count.fetch_add(1, Relaxed) >= self.max {
+            self.count.fetch_sub(1, Relaxed);
+            return Err(ENOMEM);
+        }
+        Ok(())
+    }
+
+    /// Returns a slot taken with [`Counter::take`].
+    fn put(&self) {
+        self.count.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Packs a MAC address into the low 48 bits of a `u64`.
+fn mac_to_u64(mac: [u8; ETH_ALEN]) -> u64 {
+    mac.iter().fold(0, |acc, &b| (acc << 8) | u64::from(b))
+}
+
+/// Unpacks a MAC address packed with [`mac_to_u64`].
+fn u64_to_mac(v: u64) -> [u8; ETH_ALEN] {
+    let b = v.to_be_bytes();
+    [b[2], b[3], b[4], b[5], b[6], b[7]]
+}
+
+/// Returns the modified EUI-64 of a MAC address (RFC 4291 appendix A, like
+/// `addrconf_addr_eui48()`), used as node GUID.
+fn eui48_to_guid(mac: [u8; ETH_ALEN]) -> [u8; 8] {
+    [
+        mac[0] ^ 2,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ]
+}
+
+/// Returns whether rsiw can run over a net device of type `ty`: Ethernet, IEEE 802, loopback
+/// and `ARPHRD_NONE` (tun, wireguard, ...), like `siw`.
+fn qualified(ty: HwType) -> bool {
+    ty == HwType::ETHER || ty == HwType::IEEE802 || ty == HwType::LOOPBACK || ty == HwType::NONE
+}
+
+/// Per-device data of an rsiw device.
+pub(crate) struct RsiwDevice {
+    /// The vendor part id, unique per device since module load.
+    part_id: u32,
+    /// The node GUID, derived from the MAC address at creation.
+    guid: [u8; 8],
+    /// The current GID: the net device's MAC address, packed with [`mac_to_u64`]. Updated on
+    /// `NETDEV_CHANGEADDR`.
+    gid: Atomic<u64>,
+    /// User contexts.
+    contexts: Counter,
+    /// Protection domains.
+    pds: Counter,
+}
+
+impl RsiwDevice {
+    fn new(mac: [u8; ETH_ALEN], part_id: u32) -> Self {
+        Self {
+            part_id,
+            guid: eui48_to_guid(mac),
+            gid: Atomic::new(mac_to_u64(mac)),
+            contexts: Counter::new(limits::MAX_CONTEXT),
+            pds: Counter::new(limits::MAX_PD),
+        }
+    }
+
+    fn gid(&self) -> Gid {
+        Gid::from_mac(u64_to_mac(self.gid.load(Relaxed)))
+    }
+}
+
+/// Per-ucontext data (nothing yet: rings and mmap entries come with the verbs objects).
+pub(crate) struct RsiwUcontext;
+
+/// Per-PD data.
+pub(crate) struct RsiwPd;
+
+/// The data of verbs objects rsiw does not implement yet (CQ, QP, SRQ, MR). Uninhabited: their
+/// create methods always fail with `EOPNOTSUPP`.
+pub(crate) enum NotYet {}
+
+#[vtable]
+impl Driver for RsiwDevice {
+    const DRIVER_ID: DriverId = DriverId::SIW;
+    const UVERBS_ABI_VER: u32 = limits::ABI_VERSION;
+
+    type Ucontext = RsiwUcontext;
+    type Pd = RsiwPd;
+    type Cq = NotYet;
+    type Qp = NotYet;
+    type Srq = NotYet;
+    type Mr = NotYet;
+
+    fn query_device(dev: &Device<Self>, udata: Option<&Udata>) -> Result<DeviceAttr> {
+        if let Some(udata) = udata {
+            udata.check_no_io()?;
+        }
+        Ok(DeviceAttr {
+            sys_image_guid: dev.guid,
+            max_mr_size: u64::MAX,
+            page_size_cap: kernel::page::PAGE_SIZE as u64,
+            vendor_id: limits::VENDOR_ID,
+            vendor_part_id: dev.part_id,
+            max_qp: limits::MAX_QP,
+            max_qp_wr: limits::MAX_QP_WR,
+            device_cap_flags: device_cap::MEM_MGT_EXTENSIONS,
+            kernel_cap_flags: kernel_cap::ALLOW_USER_UNREG,
+            max_send_sge: limits::MAX_SGE,
+            max_recv_sge: limits::MAX_SGE,
+            max_sge_rd: limits::MAX_SGE_RD,
+            max_cq: limits::MAX_CQ,
+            max_cqe: limits::MAX_CQE,
+            max_mr: limits::MAX_MR,
+            max_pd: limits::MAX_PD,
+            max_qp_rd_atom: limits::MAX_ORD,
+            max_res_rd_atom: limits::MAX_QP.saturating_mul(limits::MAX_IRD),
+            max_qp_init_rd_atom: limits::MAX_IRD,
+            atomic_cap: AtomicCap::None,
+            masked_atomic_cap: AtomicCap::None,
+            max_mw: limits::MAX_MW,
+            max_srq: limits::MAX_SRQ,
+            max_srq_wr: limits::MAX_SRQ_WR,
+            max_srq_sge: limits::MAX_SGE,
+            max_fast_reg_page_list_len: limits::MAX_FAST_REG_PAGE_LIST_LEN,
+            ..DeviceAttr::default()
+        })
+    }
+
+    fn query_port(dev: &Device<Self>, port: u32) -> Result<PortAttr> {
+        let (active_speed, active_width) = dev.eth_speed(port)?;
+        let ndev = dev.netdev(port).ok_or(ENODEV)?;
+        Ok(PortAttr {
+            state: PortState::of_netdev(&ndev),
+            max_mtu: Mtu::from_bytes(ndev.max_mtu()),
+            active_mtu: Mtu::from_bytes(ndev.mtu()),
+            gid_tbl_len: limits::GID_TABLE_LEN,
+            port_cap_flags: port_cap::CM_SUP | port_cap::DEVICE_MGMT_SUP,
+            max_msg_sz: limits::MAX_MSG_SIZE,
+            active_width,
+            active_speed,
+        })
+    }
+
+    fn get_port_immutable(dev: &Device<Self>, port: u32) -> Result<PortImmutable> {
+        let attr = Self::query_port(dev, port)?;
+        Ok(PortImmutable {
+            gid_tbl_len: attr.gid_tbl_len,
+            core_cap_flags: core_cap::PORT_IWARP,
+            ..PortImmutable::default()
+        })
+    }
+
+    fn query_gid(dev: &Device<Self>, port: u32, index: i32) -> Result<Gid> {
+        if port != limits::PORT || index != 0 {
+            return Err(EINVAL);
+        }
+        Ok(dev.gid())
+    }
+
+    fn alloc_ucontext(dev: &Device<Self>, udata: &Udata) -> impl PinInit<RsiwUcontext, Error> {
+        dev.contexts.take().and_then(|()| {
+            let resp = UrespAllocCtx {
+                dev_id: dev.part_id,
+                pad: 0,
+            };
+            let res = udata
+                .check_in_empty()
+                .and_then(|()| {
+                    if udata.outlen() < core::mem::size_of::<UrespAllocCtx>() {
+                        Err(EINVAL)
+                    } else {
+                        Ok(())
+                    }
+                })
+                .and_then(|()| udata.respond(&resp));
+            match res {
+                Ok(()) => Ok(RsiwUcontext),
+                Err(e) => {
+                    dev.contexts.put();
+                    Err(e)
+                }
+            }
+        })
+    }
+
+    fn dealloc_ucontext(uctx: &Ucontext<Self>) {
+        uctx.device().contexts.put();
+    }
+
+    fn alloc_pd(dev: &Device<Self>, udata: Option<&Udata>) -> impl PinInit<RsiwPd, Error> {
+        let res = match udata {
+            Some(udata) => udata.check_no_io(),
+            None => Ok(()),
+        };
+        res.and_then(|()| dev.pds.take()).map(|()| RsiwPd)
+    }
+
+    fn dealloc_pd(pd: &Pd<Self>, _udata: Option<&Udata>) {
+        pd.device().pds.put();
+    }
+
+    fn create_cq(
+        _dev: &Device<Self>,
+        _attr: &CqInitAttr,
+        _udata: Option<&Udata>,
+    ) -> impl PinInit<NotYet, Error> {
+        Err::<NotYet, Error>(EOPNOTSUPP)
+    }
+
+    fn poll_cq(_cq: &Cq<Self>, _wc: &mut [Wc]) -> Result<usize> {
+        Err(EOPNOTSUPP)
+    }
+
+    fn req_notify_cq(_cq: &Cq<Self>, _flags: u32) -> Result<bool> {
+        Err(EOPNOTSUPP)
+    }
+
+    fn create_qp(
+        _dev: &Device<Self>,
+        _attr: &mut QpInitAttr,
+        _udata: Option<&Udata>,
+    ) -> impl PinInit<NotYet, Error> {
+        Err::<NotYet, Error>(EOPNOTSUPP)
+    }
+
+    fn modify_qp(_qp: &Qp<Self>, _attr: &QpAttr, _mask: i32, _udata: Option<&Udata>) -> Result {
+        Err(EOPNOTSUPP)
+    }
+
+    fn post_send<'a>(_qp: &Qp<Self>, wr: &'a SendWr) -> Result<(), PostError<'a, SendWr>> {
+        Err((EOPNOTSUPP, wr))
+    }
+
+    fn post_recv<'a>(_qp: &Qp<Self>, wr: &'a RecvWr) -> Result<(), PostError<'a, RecvWr>> {
+        Err((EOPNOTSUPP, wr))
+    }
+
+    fn get_dma_mr(_pd: &Pd<Self>, _access: i32) -> impl PinInit<NotYet, Error> {
+        Err::<NotYet, Error>(EOPNOTSUPP)
+    }
+
+    fn reg_user_mr(
+        _pd: &Pd<Self>,
+        _start: u64,
+        _length: u64,
+        _virt_addr: u64,
+        _access: i32,
+        _udata: &Udata,
+    ) -> impl PinInit<NotYet, Error> {
+        Err::<NotYet, Error>(EOPNOTSUPP)
+    }
+}
+
+/// The `rsiw` link type: `rdma link add <name> type rsiw netdev <if>`.
+pub(crate) struct RsiwLink;
+
+impl LinkOps for RsiwLink {
+    type Driver = RsiwDevice;
+    const TYPE: &'static CStr = c"rsiw";
+
+    fn newlink(link: &NewLink<'_, RsiwDevice>, name: &CStr, ndev: &NetDevice) -> Result {
+        if !qualified(ndev.hw_type()) {
+            return Err(EINVAL);
+        }
+        // One device per net device, also counting a C siw device (same driver id).
+        if Device::<RsiwDevice>::netdev_has_device(ndev) {
+            return Err(EEXIST);
+        }
+        // A device without a hardware address (ARPHRD_NONE) still needs a unique GID.
+        let mac = ndev.mac_address().unwrap_or_else(random_ether_addr);
+        let part_id = NEXT_PART_ID.fetch_add(1, Relaxed);
+
+        let mut dev = UnregisteredDevice::new(link, RsiwDevice::new(mac, part_id))?;
+        dev.set_node_type(NodeType::RNIC);
+        dev.set_node_guid(eui48_to_guid(mac));
+        dev.set_node_desc(limits::NODE_DESC);
+        // The siw provider rings its send queue doorbell with an empty POST_SEND.
+        dev.enable_uverbs_cmd(UverbsCmd::POST_SEND);
+        dev.set_phys_port_cnt(1);
+        dev.set_num_comp_vectors(i32::try_from(cpu::nr_cpu_ids()).unwrap_or(1));
+        dev.set_netdev(limits::PORT, ndev)?;
+        dev.set_iw_ifname(&ndev.name());
+        // rsiw uses the host's TCP ports: no iwpmd port mapping.
+        dev.set_iw_driver_flags(IwFlags::NO_PORT_MAP);
+        dev.register(name)
+    }
+}
+
+/// Follows the net devices rsiw devices are attached to.
+pub(crate) struct NetdevEvents;
+
+impl notifier::Handler for NetdevEvents {
+    fn event(&self, event: Event, ndev: &NetDevice) {
+        let Some(dev) = Device::<RsiwDevice>::get_by_netdev(ndev) else {
+            return;
+        };
+        match event {
+            // ib_core waits for the netdev reference of the port to be dropped; unregistering
+            // synchronously under RTNL could deadlock, so queue it.
+            Event::UNREGISTER => dev.unregister_queued(),
+            // ib_core dispatches these from its own notifier too; the state is de-duplicated.
+            Event::UP | Event::DOWN | Event::CHANGE => dev.dispatch_port_state_event(ndev),
+            Event::CHANGEADDR => {
+                if let Some(mac) = ndev.mac_address() {
+                    dev.gid.store(mac_to_u64(mac), Relaxed);
+                }
+                dev.dispatch_port_event(limits::PORT, EventType::GID_CHANGE);
+            }
+            // The MTU is read from the net device on every query_port; nothing is cached.
+            Event::CHANGEMTU => pr_debug!("rsiw: MTU of a port changed to {}\n", ndev.mtu()),
+            _ => {}
+        }
+    }
+}
