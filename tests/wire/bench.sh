@@ -12,6 +12,10 @@ cargo bench --bench wire -- --noplot 2>&1 | tee "$out" >/dev/null
 echo "rsiw wire benchmarks (median, criterion):"
 awk '
 	/^[a-z_0-9\/]+/ && !/^(Benchmarking|Found|Warming|Analyzing|Gnuplot|running)/ { name = $1 }
-	/time:/ { t = $4 " " $5; printf "  %-40s %s\n", name, t }
-	/thrpt:/ { th = $4 " " $5; printf "  %-40s %s\n", "", th }
+	{
+		for (i = 1; i <= NF; i++) {
+			if ($i == "time:") printf "  %-36s %s %s\n", name, $(i + 3), $(i + 4)
+			if ($i == "thrpt:") printf "  %-36s %s %s\n", "", $(i + 3), $(i + 4)
+		}
+	}
 ' "$out"
