@@ -14,8 +14,8 @@ awk '
 	/^[a-z_0-9\/]+/ && !/^(Benchmarking|Found|Warming|Analyzing|Gnuplot|running)/ { name = $1 }
 	{
 		for (i = 1; i <= NF; i++) {
-			if ($i == "time:") printf "  %-36s %s %s\n", name, $(i + 3), $(i + 4)
-			if ($i == "thrpt:") printf "  %-36s %s %s\n", "", $(i + 3), $(i + 4)
+			if ($i == "time:" && $(i + 3) !~ /%/) printf "  %-36s %s %s\n", name, $(i + 3), $(i + 4)
+			if ($i == "thrpt:" && $(i + 3) !~ /%/) printf "  %-36s %s %s\n", "", $(i + 3), $(i + 4)
 		}
 	}
 ' "$out"
