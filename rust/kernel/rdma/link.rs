@@ -46,7 +46,8 @@ pub trait LinkOps: 'static {
 /// Proof that the caller runs inside a `newlink` callback of a registered [`LinkOps`] for driver
 /// `T`, so that a device created now is covered by the fence of its [`Registration`].
 pub struct NewLink<'a, T: Driver> {
-    _p: PhantomData<(&'a (), fn() -> T)>,
+    _scope: PhantomData<&'a ()>,
+    _driver: PhantomData<fn() -> T>,
 }
 
 /// A registered `rdma link` type.
@@ -114,7 +115,10 @@ impl<T: LinkOps> Registration<T> {
             // reference for the duration of the call.
             let (name, ndev) = unsafe { (CStr::from_char_ptr(name), NetDevice::from_raw(ndev)) };
             // INVARIANT: We are in `newlink` of the registered link type of `T::Driver`.
-            let link = NewLink { _p: PhantomData };
+            let link = NewLink {
+                _scope: PhantomData,
+                _driver: PhantomData,
+            };
             T::newlink(&link, name, ndev)?;
             Ok(0)
         })
