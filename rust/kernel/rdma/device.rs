@@ -415,9 +415,10 @@ impl<T: Driver> Device<T> {
     unsafe fn is_ours(raw: *mut bindings::ib_device) -> bool {
         let dealloc: Option<unsafe extern "C" fn(*mut bindings::ib_device)> =
             Some(VTable::<T>::dealloc_driver_callback);
-        // SAFETY: `raw` is valid per the safety requirements; `ops` does not change after
-        // registration.
-        let ops_dealloc = unsafe { (*raw).ops.dealloc_driver };
+        // SAFETY: `raw` is valid per the safety requirements. ib_core only changes the op
+        // temporarily while a failed registration is unwound (it is then not ours to use
+        // anyway), so read it like `READ_ONCE`.
+        let ops_dealloc = unsafe { core::ptr::read_volatile(&raw const (*raw).ops.dealloc_driver) };
         if ops_dealloc.map(|f| f as usize) != dealloc.map(|f| f as usize) {
             return false;
         }

@@ -103,7 +103,8 @@ object_kind!(
     SrqKind, ib_srq, Srq, Srq
 );
 object_kind!(
-    /// Memory regions (`struct ib_mr`). Allocated by the abstraction, see [`Object::new_raw`].
+    /// Memory regions (`struct ib_mr`). Unlike the other kinds, they are allocated by the
+    /// abstraction (in the same layout), not by ib_core.
     MrKind, ib_mr, Mr, Mr
 );
 
