@@ -14,7 +14,9 @@ anywhere. Shares (9p mount tags):
   rsiwrun    the run's output directory           /rsiw/run, and its
                                                   <role>/ at /rsiw/out (rw)
 
-Topologies: one VM (eth0 = a virtio-net on a lone hub port, or none), or two
+Topologies: one VM (eth0 = a virtio-net on a lone link: QEMU user-mode
+networking with restrict=on, which drains frames and reaches nothing; or no
+NIC at all), or two
 VMs "a" and "b" whose eth0s are joined by a QEMU stream netdev over loopback
 (a listens on a free port, b connects). VM <n> (a=1, b=2) has 169.254.0.<n>/16
 and fe80::<n>/64 on eth0.
@@ -30,9 +32,11 @@ marker; no marker is a failure) and fails if a console shows a kernel splat
 """
 
 import argparse
+import fcntl
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -148,6 +152,27 @@ class Kernel:
             die(f"no modules for {rel} in {mods}: run scripts/rsiw/kernel.sh build {variant}")
         return cls(variant, build, bz, mods, rel)
 
+    @classmethod
+    def snapshot(cls, variant: str, dest: Path) -> "Kernel":
+        """Copy the built kernel and its modules to dest (~10 MB), so that a
+        kernel build starting during the run cannot pull them away.
+        kernel.sh holds $RSIW_CACHE/kernel.lock while it builds; wait for it."""
+        cache().mkdir(parents=True, exist_ok=True)
+        with open(cache() / "kernel.lock", "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                log("a kernel build is running; waiting for it (kernel.lock)")
+                fcntl.flock(lock, fcntl.LOCK_SH)
+            k = cls.find(variant)
+            if dest.exists():
+                shutil.rmtree(dest)
+            (dest / "modules").mkdir(parents=True)
+            shutil.copy2(k.bzimage, dest / "bzImage")
+            shutil.copytree(k.modules / k.release, dest / "modules" / k.release, symlinks=True)
+            fcntl.flock(lock, fcntl.LOCK_UN)
+        return cls(variant, k.build, dest / "bzImage", dest / "modules", k.release)
+
 
 def rootfs() -> Path:
     root = cache() / "rootfs"
@@ -169,7 +194,7 @@ class VM:
     role: str = "a"                 # "a" or "b"
     driver: str = "rsiw"            # the RDMA driver the guest should use
     cmd: str = "true"               # shell command run by the guest init
-    net: str = "lone"               # none | lone | user | server | client
+    net: str = "lone"               # none | lone | server | client
     port: int = 0                   # stream netdev port (server/client)
     env: dict = field(default_factory=dict)
 
@@ -268,7 +293,7 @@ def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
         "ro", "init=/rsiw-boot", "panic=-1", "mitigations=off",
         "no_hash_pointers", "printk.devkmsg=on",
         f"rsiwvm.role={vm.role}", f"rsiwvm.index={vm.index}",
-    ])
+    ] + (["rsiwvm.trace"] if os.environ.get("RSIW_TRACE_INIT") else []))
     argv = ["qemu-system-x86_64", "-nodefaults", "-no-user-config",
             "-display", "none", "-vga", "none", "-no-reboot",
             "-machine", "pc", "-accel", accel, "-cpu", "max" if accel == "tcg" else "host",
@@ -283,8 +308,7 @@ def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
                  + (",readonly=on" if ro else ""),
                  "-device", f"virtio-9p-pci,fsdev=fs{i},mount_tag={tag}"]
     if vm.net != "none":
-        nd = {"lone": "hubport,id=n0,hubid=0",
-              "user": "user,id=n0,restrict=on",
+        nd = {"lone": "user,id=n0,restrict=on,ipv6=off",
               "server": f"stream,id=n0,server=on,addr.type=inet,addr.host=127.0.0.1,addr.port={vm.port}",
               "client": f"stream,id=n0,server=off,addr.type=inet,addr.host=127.0.0.1,addr.port={vm.port},reconnect-ms=200",
               }[vm.net]
@@ -316,15 +340,17 @@ def write_guest_env(vm: VM, vms: list[VM], out: Path, variant: str, extra: dict)
 def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
         timeout: float = 600, accel: str | None = None, echo: bool = False,
         extra_env: dict | None = None, mem: int | None = None, smp: int | None = None,
-        name: str = "run") -> RunResult:
-    """Boot the VMs, wait for them, and collect their results."""
+        name: str = "run", kernel: Kernel | None = None) -> RunResult:
+    """Boot the VMs, wait for them, and collect their results. Without a
+    kernel (see Kernel.snapshot), the variant's build is snapshotted into
+    out/.kernel first."""
     variant = variant or lib()["variant"]
-    kernel = Kernel.find(variant)
-    root = rootfs()
-    accel = accel or choose_accel(kernel, root)
     if out is None:
         out = cache() / "logs" / time.strftime(f"%Y%m%d-%H%M%S-{name}")
     out.mkdir(parents=True, exist_ok=True)
+    kernel = kernel or Kernel.snapshot(variant, out / ".kernel")
+    root = rootfs()
+    accel = accel or choose_accel(kernel, root)
     mem = mem or default_mem(variant, len(vms))
     smp = smp or default_smp(len(vms))
     if len(vms) == 2:
@@ -443,7 +469,7 @@ def choose_accel(kernel: Kernel, root: Path, force_probe: bool = False) -> str:
         log("probing KVM (boot to the guest init within 30 s)")
         r = run([VM(cmd="true", net="none")], variant=kernel.variant, accel="kvm",
                 timeout=30, extra_env={"RSIW_KMEMLEAK": "0"},
-                out=cache() / "logs" / "kvm-probe")
+                out=cache() / "logs" / "kvm-probe", kernel=kernel)
         v = r.vms[0]
         if v.init_time is not None and v.status == 0:
             verdict = "kvm"
@@ -461,11 +487,11 @@ def choose_accel(kernel: Kernel, root: Path, force_probe: bool = False) -> str:
 
 def shell(args) -> int:
     variant = args.variant or lib()["variant"]
-    kernel = Kernel.find(variant)
-    root = rootfs()
-    accel = args.accel or choose_accel(kernel, root)
     out = Path(args.out) if args.out else cache() / "logs" / time.strftime("%Y%m%d-%H%M%S-shell")
     out.mkdir(parents=True, exist_ok=True)
+    kernel = Kernel.snapshot(variant, out / ".kernel")
+    root = rootfs()
+    accel = args.accel or choose_accel(kernel, root)
     vm = VM(driver=args.driver, net=args.net)
     extra = {"RSIW_SHELL": "1", "RSIW_KMEMLEAK": "0" if args.no_kmemleak else "1"}
     try:
@@ -515,15 +541,15 @@ def main() -> int:
     p.add_argument("--driver-b", default="siw", help="driver for VM b")
     p.add_argument("--cmd", default="true", help="command for VM a (and b, unless --cmd-b)")
     p.add_argument("--cmd-b", help="command for VM b")
-    p.add_argument("--net", default="lone", choices=["none", "lone", "user"],
-                   help="eth0 of a single VM: none, a lone link (default), or user-mode networking")
+    p.add_argument("--net", default="lone", choices=["none", "lone"],
+                   help="eth0 of a single VM: a lone link (default) or none")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("-q", "--quiet", action="store_true", help="do not echo the consoles")
 
     p = sub.add_parser("shell", help="interactive shell in a VM (console on stdio)")
     common(p)
     p.add_argument("--driver", default="rsiw", help="sets $RSIW_DRIVER in the guest")
-    p.add_argument("--net", default="lone", choices=["none", "lone", "user"])
+    p.add_argument("--net", default="lone", choices=["none", "lone"])
     p.add_argument("--no-kmemleak", action="store_true", help="skip the kmemleak scan at exit")
 
     p = sub.add_parser("probe-kvm", help="(re)probe whether KVM guests boot here")
@@ -534,7 +560,8 @@ def main() -> int:
     if args.op == "shell":
         return shell(args)
     if args.op == "probe-kvm":
-        k = Kernel.find(args.variant or lib()["variant"])
+        v = args.variant or lib()["variant"]
+        k = Kernel.snapshot(v, cache() / "logs" / "kvm-probe" / ".kernel")
         print(choose_accel(k, rootfs(), force_probe=args.force))
         return 0
     vms = [VM("a", args.driver, args.cmd, args.net)]
