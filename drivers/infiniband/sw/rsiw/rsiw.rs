@@ -14,6 +14,7 @@ use kernel::{
 };
 
 mod abi;
+mod crc;
 mod device;
 mod limits;
 
