@@ -27,7 +27,8 @@ marker; no marker is a failure) and fails if a console shows a kernel splat
 (SPLAT_PATTERNS below).
 
   vm.py run [--vms 1|2] [--driver rsiw] [--cmd CMD] [--cmd-b CMD] ...
-  vm.py shell [--variant debug] [--driver siw]
+  vm.py shell [--variant debug] [--driver siw] [--peer siw]
+  vm.py selftest
   vm.py probe-kvm [--force]
 """
 
@@ -296,7 +297,7 @@ def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
     ] + (["rsiwvm.trace"] if os.environ.get("RSIW_TRACE_INIT") else []))
     argv = ["qemu-system-x86_64", "-nodefaults", "-no-user-config",
             "-display", "none", "-vga", "none", "-no-reboot",
-            "-machine", "pc", "-accel", accel, "-cpu", "max" if accel == "tcg" else "host",
+            "-machine", "pc", "-accel", accel, "-cpu", "max,la57=off" if accel == "tcg" else "host",
             "-smp", str(smp), "-m", f"{mem}M",
             "-kernel", str(kernel.bzimage), "-append", cmdline,
             "-device", "virtio-rng-pci"] + console
@@ -493,6 +494,15 @@ def shell(args) -> int:
     root = rootfs()
     accel = args.accel or choose_accel(kernel, root)
     vm = VM(driver=args.driver, net=args.net)
+    vms = [vm]
+    if args.peer:
+        # VM b in the background, its console in console-b.log.
+        peer = VM("b", args.peer, args.peer_cmd)
+        vms.append(peer)
+        port = free_port()
+        vm.net, vm.port, peer.net, peer.port = "server", port, "client", port
+    nvms = len(vms)
+    mem, smp = args.mem or default_mem(variant, nvms), args.smp or default_smp(nvms)
     extra = {"RSIW_SHELL": "1", "RSIW_KMEMLEAK": "0" if args.no_kmemleak else "1"}
     try:
         sz = os.get_terminal_size(sys.stdin.fileno())
@@ -500,12 +510,21 @@ def shell(args) -> int:
         extra["TERM"] = os.environ.get("TERM", "linux")
     except OSError:
         pass
-    write_guest_env(vm, [vm], out, variant, extra)
+    write_guest_env(vm, vms, out, variant, extra)
     logp = out / "console-a.log"
-    argv = qemu_argv(vm, kernel, root, out, accel, args.mem or default_mem(variant, 1),
-                     args.smp or default_smp(1),
+    argv = qemu_argv(vm, kernel, root, out, accel, mem, smp,
                      ["-chardev", f"stdio,id=con,mux=on,signal=off,logfile={logp}",
                       "-serial", "chardev:con", "-mon", "chardev=con,mode=readline"])
+    peer_proc = None
+    if args.peer:
+        write_guest_env(peer, vms, out, variant, {"RSIW_KMEMLEAK": "0"})
+        plog = out / "console-b.log"
+        pargv = qemu_argv(peer, kernel, root, out, accel, mem, smp,
+                          ["-chardev", f"file,id=con,path={plog}", "-serial", "chardev:con"])
+        with open(out / "qemu-b.log", "wb") as q:
+            peer_proc = subprocess.Popen(pargv, stdin=subprocess.DEVNULL, stdout=q,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        log(f"peer VM b ({args.peer}) at 169.254.0.2 / fe80::2%eth0, console: {plog}")
     log(f"booting the {variant} kernel ({accel}); console log: {logp}")
     log("Ctrl-A X quits QEMU, Ctrl-A C toggles the monitor; 'exit' in the shell powers off")
     try:
@@ -513,14 +532,51 @@ def shell(args) -> int:
     finally:
         if sys.stdin.isatty():
             subprocess.call(["stty", "sane"])
-    text = logp.read_text(errors="replace") if logp.exists() else ""
-    splats = [l for l in text.splitlines() if splat_in(l)]
+        if peer_proc:
+            _kill(peer_proc)
+    splats = []
+    for v in vms:
+        p = out / f"console-{v.role}.log"
+        text = p.read_text(errors="replace") if p.exists() else ""
+        splats += [f"{v.role}| {l}" for l in text.splitlines() if splat_in(l)]
     if splats:
-        log(f"kernel splat in {logp}:")
+        log(f"kernel splat (logs in {out}):")
         for l in splats[:40]:
             print(f"    {l}", file=sys.stderr)
         return 1
     return rc
+
+
+def selftest(args) -> int:
+    """Check the rig itself: exit status, splat detection, timeout."""
+    variant = args.variant or lib()["variant"]
+    base = cache() / "logs" / time.strftime("%Y%m%d-%H%M%S-selftest")
+    base.mkdir(parents=True)
+    kernel = Kernel.snapshot(variant, base / ".kernel")
+    bad = 0
+
+    def check(what, cond):
+        nonlocal bad
+        print(f"{'ok' if cond else 'NOT OK'}: {what}", flush=True)
+        bad += not cond
+
+    r = run([VM(cmd="echo '<4>WARNING: rsiw rig self-test splat' >/dev/kmsg; exit 3")],
+            variant, base / "splat", 300, args.accel, kernel=kernel)
+    v = r.vms[0]
+    check("exit status 3 comes back", v.status == 3)
+    check("a WARNING: line in the kernel log is a splat", len(v.splats) == 1 and not r.ok)
+    check("the kmemleak scan ran", v.kmemleak_done)
+    it = v.init_time or 0
+    r = run([VM(cmd="sleep 1000")], variant, base / "timeout", it + 15, args.accel,
+            kernel=kernel, extra_env={"RSIW_KMEMLEAK": "0"})
+    check("a hung guest is killed at the timeout", r.vms[0].timed_out and not r.ok)
+    r = run([VM("a", "rsiw", "barrier x; echo $RSIW_PEER_IP > /rsiw/out/peer"),
+             VM("b", "siw", "barrier x; ping -c 1 -W 5 $RSIW_PEER_IP")],
+            variant, base / "pair", 300, args.accel, kernel=kernel,
+            extra_env={"RSIW_KMEMLEAK": "0", "BASH_ENV": "/rsiw/tests/vm/lib.sh"})
+    check("two VMs reach each other", r.ok and (base / "pair/a/peer").read_text().strip() == "169.254.0.2")
+    print(f"{3 + 2 - bad} passed, {bad} failed")
+    return 1 if bad else 0
 
 
 def main() -> int:
@@ -551,6 +607,15 @@ def main() -> int:
     p.add_argument("--driver", default="rsiw", help="sets $RSIW_DRIVER in the guest")
     p.add_argument("--net", default="lone", choices=["none", "lone"])
     p.add_argument("--no-kmemleak", action="store_true", help="skip the kmemleak scan at exit")
+    p.add_argument("--peer", choices=["rsiw", "siw"],
+                   help="also boot VM b with this driver, linked to the shell's eth0")
+    p.add_argument("--peer-cmd", default='modprobe "$RSIW_DRIVER" && '
+                   'rdma link add "${RSIW_DRIVER}0" type "$RSIW_DRIVER" netdev eth0; exec sleep infinity',
+                   help="command VM b runs (default: add ${driver}0 on eth0 and wait)")
+
+    p = sub.add_parser("selftest", help="check the rig: exit status, splat detection, timeout, two VMs")
+    p.add_argument("--variant")
+    p.add_argument("--accel", choices=["kvm", "tcg"])
 
     p = sub.add_parser("probe-kvm", help="(re)probe whether KVM guests boot here")
     p.add_argument("--variant")
@@ -559,6 +624,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.op == "shell":
         return shell(args)
+    if args.op == "selftest":
+        return selftest(args)
     if args.op == "probe-kvm":
         v = args.variant or lib()["variant"]
         k = Kernel.snapshot(v, cache() / "logs" / "kvm-probe" / ".kernel")
