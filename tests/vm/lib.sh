@@ -19,12 +19,24 @@
 set -euo pipefail
 
 : "${RSIW_ROLE:=a}" "${RSIW_DRIVER:=rsiw}" "${RSIW_RUN:=/tmp}" "${RSIW_OUT:=/tmp}"
-: "${RSIW_ROLES:=a}"
+: "${RSIW_ROLES:=a}" "${RSIW_VMS:=1}"
 # The default RDMA device name: rsiw0 or siw0.
 DEV=${RSIW_DRIVER}0
 
 log() { echo "[$(cut -d' ' -f1 /proc/uptime)] $RSIW_ROLE: $*"; }
 die() { echo "FAIL: $RSIW_ROLE: $*"; exit 1; }
+
+# On a failing exit (die, set -e, anything), tell the other VM, which may be
+# waiting in a barrier or fetch. A case that sets its own EXIT trap should
+# call _rsiw_exit from it.
+_rsiw_exit() {
+	local rc=$?
+	if [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ "$RSIW_VMS" != 1 ]; then
+		{ mkdir -p "$RSIW_RUN/.barrier" && : >"$RSIW_RUN/.barrier/failed.$RSIW_ROLE"; } 2>/dev/null
+	fi
+	return $rc
+}
+trap _rsiw_exit EXIT
 skip() { echo "SKIP: $*"; exit 77; }
 pass() { echo "PASS: $RSIW_ROLE"; exit 0; }
 
@@ -145,14 +157,18 @@ barrier() {
 	: >"$RSIW_RUN/.barrier/$name.$RSIW_ROLE"
 	log "barrier $name"
 	for r in $RSIW_ROLES; do
-		wait_for "$t" test -e "$RSIW_RUN/.barrier/$name.$r" ||
+		wait_for "$t" _arrived "$name" "$r" ||
 			die "barrier $name: VM $r did not arrive within $t s"
+		[ -e "$RSIW_RUN/.barrier/$name.$r" ] || die "barrier $name: VM $r failed"
 	done
 }
+_arrived() { [ -e "$RSIW_RUN/.barrier/$1.$2" ] || [ -e "$RSIW_RUN/.barrier/failed.$2" ]; }
+_published() { [ -e "$RSIW_RUN/.barrier/$1.$2" ] || [ -e "$RSIW_RUN/.barrier/failed.$1" ]; }
 
 # publish KEY VALUE / fetch ROLE KEY [SECONDS]: pass small values between VMs.
 publish() { mkdir -p "$RSIW_RUN/.barrier"; printf '%s\n' "$2" >"$RSIW_RUN/.barrier/$RSIW_ROLE.$1.tmp" && mv "$RSIW_RUN/.barrier/$RSIW_ROLE.$1.tmp" "$RSIW_RUN/.barrier/$RSIW_ROLE.$1"; }
 fetch() {
-	wait_for "${3:-60}" test -e "$RSIW_RUN/.barrier/$1.$2" || die "VM $1 did not publish $2"
+	wait_for "${3:-60}" _published "$1" "$2" || die "VM $1 did not publish $2"
+	[ -e "$RSIW_RUN/.barrier/$1.$2" ] || die "VM $1 failed before publishing $2"
 	cat "$RSIW_RUN/.barrier/$1.$2"
 }
