@@ -92,10 +92,12 @@ build() {
 		>"$RSIW_CACHE/mkroot.log" 2>&1 ||
 		{ tail -20 "$RSIW_CACHE/mkroot.log" >&2; rsiw_die "debootstrap failed (log: $RSIW_CACHE/mkroot.log)"; }
 
-	# No docs, man pages or translations: they are half the size.
+	# No docs, man pages or translations: they are half the size. Keep
+	# rdma-core's test suite (shipped by python3-pyverbs as documentation).
 	cat >"$tmp/etc/dpkg/dpkg.cfg.d/01-rsiw-nodoc" <<-'EOF'
 	path-exclude /usr/share/doc/*
 	path-include /usr/share/doc/*/copyright
+	path-include /usr/share/doc/rdma-core/tests/*
 	path-exclude /usr/share/man/*
 	path-exclude /usr/share/info/*
 	path-exclude /usr/share/locale/*
