@@ -8,7 +8,7 @@
 #
 #   scripts/rsiw/capture-siw.sh [--out DIR] [WORKLOAD...]
 #
-# WORKLOAD is any of rping write_bw read_bw send_bw (default: all). Needs the
+# WORKLOAD is any of rping write_bw read_bw send_bw terminate (default: all). Needs the
 # debug kernel (scripts/rsiw/kernel.sh build debug) and the guest root
 # (scripts/rsiw/mkroot.sh). After regenerating, check that
 # tests/wire/tests/siw_fixtures.rs still holds (the expected opcode counts
@@ -24,7 +24,7 @@ if [ "${1:-}" = --out ]; then
 fi
 out=${out:-$RSIW_CACHE/logs/$(date +%Y%m%d-%H%M%S)-siw-capture}
 fixtures=$RSIW_TOP/tests/wire/fixtures
-workloads=${*:-rping write_bw read_bw send_bw}
+workloads=${*:-rping write_bw read_bw send_bw terminate}
 
 "$RSIW_TOP/scripts/rsiw/vm.py" run --vms 2 --driver siw --driver-b siw --quiet \
 	--timeout 900 --out "$out" \

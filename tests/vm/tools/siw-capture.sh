@@ -11,11 +11,13 @@
 # each workload, a tcpdump of all TCP on eth0 into /rsiw/out/<name>.pcap.
 #
 #   siw-capture.sh [WORKLOAD...]   default: rping write_bw read_bw send_bw
+#                                  terminate
 . /rsiw/tests/vm/lib.sh
 
 [ "$RSIW_DRIVER" = siw ] || die "run with --driver siw --driver-b siw"
 server=169.254.0.2
-workloads=${*:-rping write_bw read_bw send_bw}
+workloads=${*:-rping write_bw read_bw send_bw terminate}
+tools=$(dirname "$0")
 
 # The command lines, shared by server (without -a/address) and client.
 server_cmd() {
@@ -24,16 +26,18 @@ server_cmd() {
 	write_bw) echo "ib_write_bw -R -F -d siw0 -s 8192 -n 20" ;;
 	read_bw) echo "ib_read_bw -R -F -d siw0 -s 8192 -n 20" ;;
 	send_bw) echo "ib_send_bw -R -F -d siw0 -s 2048 -n 5" ;;
+	terminate) echo "python3 $tools/siw-terminate.py server $server 7471" ;;
 	*) die "unknown workload $1" ;;
 	esac
 }
 client_cmd() {
 	case $1 in
 	rping) echo "rping -c -a $server -v -V -C 3 -S 100" ;;
+	terminate) echo "python3 $tools/siw-terminate.py client $server 7471" ;;
 	*) echo "$(server_cmd "$1") $server" ;;
 	esac
 }
-port_of() { case $1 in rping) echo 7174 ;; *) echo 18515 ;; esac; }
+port_of() { case $1 in rping) echo 7174 ;; terminate) echo 7471 ;; *) echo 18515 ;; esac; }
 
 load_driver siw
 rsiw_up eth0

@@ -504,6 +504,8 @@ struct Side {
     dirty_pads: usize,
     /// The direction ended with a FIN (else with a RST).
     fin: bool,
+    /// Every segment, in order.
+    segs: Vec<Seg>,
 }
 
 fn mss_of(c: &Conn, d: usize) -> u32 {
@@ -519,8 +521,10 @@ fn mss_of(c: &Conn, d: usize) -> u32 {
 }
 
 fn replay(c: &Conn, mpa: &Mpa) -> [Side; 2] {
+    // The peer is siw: accept its little-endian Terminate layout.
     let cfg = RxConfig {
         crc: mpa.crc,
+        siw_terminate: true,
         ..RxConfig::default()
     };
     let skip = [mpa.req_len, mpa.rep_len];
@@ -687,6 +691,7 @@ fn replay(c: &Conn, mpa: &Mpa) -> [Side; 2] {
             (None, true) => {}
             (None, false) => panic!("dir {d}: neither FIN nor RST"),
         }
+        sides[d].segs = std::mem::take(&mut natural[d]);
     }
     sides
 }
@@ -757,8 +762,9 @@ fn check(name: &str, expect: &[Expect<'_>]) -> Report {
         for d in 0..2 {
             let want: BTreeMap<Opcode, Count> = dirs[d].iter().copied().collect();
             assert_eq!(sides[d].counts, want, "{name} conn {i} dir {d}: opcodes");
-            assert!(
-                sides[d].terminate.is_none(),
+            assert_eq!(
+                sides[d].terminate.is_some(),
+                want.contains_key(&Opcode::Terminate),
                 "{name} conn {i} dir {d}: Terminate"
             );
             assert!(sides[d].fin, "{name} conn {i} dir {d}: no FIN");
@@ -1002,4 +1008,151 @@ fn siw_fixture_reassembly() {
         d.push(seq(4), b"XX");
     });
     assert!(msg.contains("different bytes"), "{msg}");
+}
+
+// ---------------------------------------------------------------------------
+// siw's Terminate layout (anchors.md A.11)
+
+/// The Terminate siw sends for a Write to an unknown STag (siw_proc_write ->
+/// DDP, tagged buffer, invalid STag, with M and D) from a little-endian host:
+/// control word, "DDP Segment Length" (siw puts the payload length, 64),
+/// the echoed 14-byte tagged header.
+fn siw_le_term_invalid_stag() -> Vec<u8> {
+    let mut b = vec![0x11, 0x00, 0x03, 0x00, 0x00, 0x40];
+    b.extend_from_slice(&[
+        0xc1, 0x40, 0x5a, 0x5a, 0x5a, 0x00, 0, 0, 0, 0, 0, 0, 0x10, 0,
+    ]);
+    b
+}
+
+/// An FPDU carrying a Terminate header `t` (QN 2, MSN 1), CRC off.
+fn term_fpdu(t: &[u8]) -> Vec<u8> {
+    let mut u = vec![0x41, 0x47, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0];
+    u.extend_from_slice(t);
+    let mut f = (u.len() as u16).to_be_bytes().to_vec();
+    f.extend_from_slice(&u);
+    f.resize(fpdu_len(u.len()), 0);
+    f
+}
+
+#[test]
+fn siw_terminate_little_endian_layout() {
+    use rsiw_wire::wire::term::{TermCode, Terminate};
+    let b = siw_le_term_invalid_stag();
+    // Per RFC 5040 the flags say "no headers" but 16 bytes follow.
+    assert_eq!(Terminate::decode(&b), None);
+    let t = Terminate::decode_siw_le(&b).expect("siw layout");
+    assert_eq!(t.code, TermCode::new(1, 1, 0));
+    assert!(t.m && t.rdma_hdr.is_none());
+    assert_eq!((t.ddp_seg_len, t.ddp_hdr_len), (64, 14));
+    assert_eq!(&t.ddp_hdr[..14], &b[6..]);
+    assert_eq!(Terminate::decode_compat(&b), Some(t));
+    // An asymmetric code: DDP/untagged/invalid QN (1/2/01) is 0x21 from siw.
+    let mut u = vec![0x21, 0x01, 0x03, 0x00, 0x00, 0x10];
+    u.extend_from_slice(&[0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1, 0, 0, 0, 0]);
+    let t = Terminate::decode_compat(&u).expect("siw layout");
+    assert_eq!(t.code, TermCode::new(1, 2, 1));
+    assert_eq!(t.ddp_hdr_len, 18);
+    // M, D and R (Read Request echoed) in siw's bits.
+    let mut r = vec![0x10, 0x00, 0x07, 0x00, 0x00, 0x00];
+    r.extend_from_slice(&[0x41, 0x41, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0]);
+    r.extend_from_slice(&[7; 28]);
+    let t = Terminate::decode_compat(&r).expect("siw layout with R");
+    assert_eq!(t.code, TermCode::new(0, 1, 0));
+    assert_eq!(t.rdma_hdr, Some([7; 28]));
+    // Reserved bits set, or a length that does not match siw's flags: no.
+    let mut bad = b.clone();
+    bad[2] |= 0x08;
+    assert_eq!(Terminate::decode_siw_le(&bad), None);
+    assert_eq!(Terminate::decode_compat(&bad), None);
+    assert_eq!(Terminate::decode_compat(&b[..b.len() - 1]), None);
+    // RFC 5040 Terminates decode the same with and without compat.
+    let rfc = Terminate::with_headers(TermCode::new(1, 2, 1), 18, &u[6..], None);
+    let mut buf = [0u8; 64];
+    let n = rfc.encode(&mut buf).unwrap();
+    assert_eq!(Terminate::decode_compat(&buf[..n]), Some(rfc));
+    assert_eq!(Terminate::decode(&buf[..n]), Some(rfc));
+    // Without flags the layouts cannot be told apart: read per RFC 5040, so
+    // siw's RDMAP/operation/opcode (0/2/06, sent as 0x20) reads as 2/0/06.
+    let t = Terminate::decode_compat(&[0x20, 0x06, 0, 0]).unwrap();
+    assert_eq!(t.code, TermCode::new(2, 0, 6));
+}
+
+/// siw answers an RDMA Write to an STag it never issued with a Terminate
+/// (tests/vm/tools/siw-terminate.py): DDP layer, tagged buffer error,
+/// invalid STag (1/1/00), echoing the Write's DDP header, then a FIN. It is
+/// sent in siw's little-endian layout (anchors.md A.11), which the parser
+/// reads with `siw_terminate` set.
+#[test]
+fn siw_terminate() {
+    use rsiw_wire::wire::term::TermCode;
+    let r = check(
+        "siw-terminate.pcap",
+        &[(
+            (128, 128),
+            (128, 128),
+            [
+                &[
+                    (Opcode::Write, count(1, 1, 64)),
+                    (Opcode::Send, count(1, 1, 32)),
+                ],
+                &[(Opcode::Terminate, count(1, 1, 0))],
+            ],
+        )],
+    );
+    let sides = &r.conns[0].1;
+    let term = sides[1].terminate.unwrap();
+    let Body::Terminate(t) = term.body else {
+        panic!("{term:?}")
+    };
+    assert_eq!(
+        t.code,
+        TermCode::new(1, 1, 0),
+        "layer/etype/code in RFC terms"
+    );
+    assert!(t.m && t.rdma_hdr.is_none());
+    // The echoed header is the Write's, byte for byte.
+    let write = sides[0]
+        .segs
+        .iter()
+        .find(|s| s.seg.hdr.opcode == Opcode::Write)
+        .unwrap();
+    let mut hdr = [0u8; 14];
+    assert_eq!(write.seg.hdr.encode(&mut hdr), Some(14));
+    assert_eq!((t.ddp_hdr_len, &t.ddp_hdr[..14]), (14, &hdr[..]));
+    assert_eq!(
+        write.seg.hdr.placement,
+        Placement::Tagged {
+            stag: 0x5a5a_5a00,
+            to: 0x1000
+        }
+    );
+    // siw puts the payload length where RFC 5040 wants the DDP segment
+    // length (78 here).
+    assert_eq!((t.ddp_seg_len, write.seg.ulpdu_len), (64, 78));
+}
+
+/// The parser option: off, a siw Terminate with echoed headers is a decode
+/// failure (0/2/07); on, it is a Terminate segment in RFC terms.
+#[test]
+fn siw_terminate_parser_option() {
+    use rsiw_wire::wire::term::TermCode;
+    let f = term_fpdu(&siw_le_term_invalid_stag());
+    let strict = RxConfig::default();
+    let mut p = RxParser::new(strict, SoftCrc32c);
+    match p.feed(&f).1 {
+        RxEvent::Error(e) => assert_eq!(e.code, TermCode::new(0, 2, 7)),
+        ev => panic!("strict parser accepted siw's Terminate: {ev:?}"),
+    }
+    let compat = RxConfig {
+        siw_terminate: true,
+        ..strict
+    };
+    let segs = parse_chunked(compat, &f, 1);
+    assert_eq!(segs.len(), 1);
+    let Body::Terminate(t) = segs[0].seg.body else {
+        panic!("not a Terminate: {:?}", segs[0]);
+    };
+    assert_eq!(t.code, TermCode::new(1, 1, 0));
+    assert_eq!(t.ddp_hdr_len, 14);
 }

@@ -92,6 +92,7 @@ fuzz_target!(|data: &[u8]| {
         rfc7306: data[0] & 2 != 0,
         commit: data[0] & 4 != 0,
         max_ulpdu: if data[0] & 8 != 0 { 1454 } else { u16::MAX },
+        siw_terminate: data[0] & 16 != 0,
     };
     let chunk = usize::from(data[1]) + 1;
     let stream = &data[2..];

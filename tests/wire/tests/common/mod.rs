@@ -45,6 +45,7 @@ pub fn cfg_all(crc: bool) -> RxConfig {
         rfc7306: true,
         commit: true,
         max_ulpdu: u16::MAX,
+        siw_terminate: false,
     }
 }
 

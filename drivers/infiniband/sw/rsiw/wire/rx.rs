@@ -58,6 +58,11 @@ pub struct RxConfig {
     pub commit: bool,
     /// Largest ULPDU_Length accepted; larger is an LLP error (2/0/03).
     pub max_ulpdu: u16,
+    /// Also accept a received Terminate in the layout Linux `siw` sends
+    /// from little-endian hosts (Layer/EType nibbles swapped, M/D/R in the
+    /// low bits of byte 2; [`Terminate::decode_compat`]). Without it such a
+    /// Terminate with echoed headers fails to decode (0/2/07).
+    pub siw_terminate: bool,
 }
 
 impl Default for RxConfig {
@@ -67,6 +72,7 @@ impl Default for RxConfig {
             rfc7306: false,
             commit: false,
             max_ulpdu: u16::MAX,
+            siw_terminate: false,
         }
     }
 }
@@ -411,7 +417,12 @@ impl<C: Crc32c> RxParser<C> {
             LEN_LEN.saturating_add(hl)
         };
         let bbytes = h.get(bstart..bend).ok_or(ddp)?;
-        let body = match Body::decode(op, bbytes) {
+        let body = if op == Opcode::Terminate && self.cfg.siw_terminate {
+            Terminate::decode_compat(bbytes).map(Body::Terminate)
+        } else {
+            Body::decode(op, bbytes)
+        };
+        let body = match body {
             Some(b) => b,
             None => {
                 return Err(fail(

@@ -218,6 +218,14 @@ pub const TERM_CTRL_LEN: usize = 4;
 /// Largest Terminate header: control, length, untagged header, RDMA header.
 pub const TERM_MAX_LEN: usize = TERM_CTRL_LEN + 2 + UNTAGGED_HDR_LEN + READ_REQ_LEN;
 
+/// M in the Terminate control word of Linux `siw` on little-endian hosts
+/// (byte 2; see [`Terminate::decode_siw_le`]).
+pub const SIW_LE_TERM_M: u8 = 0x01;
+/// D in the Terminate control word of `siw` on little-endian hosts.
+pub const SIW_LE_TERM_D: u8 = 0x02;
+/// R in the Terminate control word of `siw` on little-endian hosts.
+pub const SIW_LE_TERM_R: u8 = 0x04;
+
 /// Which headers of the offending segment a Terminate echoes (TERM-03).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TermEcho {
@@ -337,6 +345,65 @@ impl Terminate {
             Some(n)
         } else {
             None
+        }
+    }
+
+    /// Decodes a Terminate header in the layout Linux `siw` sends from a
+    /// little-endian host and returns it in RFC 5040 terms.
+    ///
+    /// `siw` declares the Terminate control word as a C bitfield (`struct
+    /// iwarp_terminate`, `drivers/infiniband/sw/siw/iwarp.h`) that
+    /// little-endian compilers lay out as: byte 0 = EType (high nibble) |
+    /// Layer (low nibble), byte 1 = Error Code, byte 2 = M
+    /// ([`SIW_LE_TERM_M`]) | D ([`SIW_LE_TERM_D`]) | R ([`SIW_LE_TERM_R`]),
+    /// the rest reserved. What follows is laid out as in RFC 5040 (`siw`
+    /// fills DDP Segment Length with the offending segment's payload length
+    /// rather than its length; it is passed through as received).
+    ///
+    /// Returns `None` if a reserved bit is set or the length does not match
+    /// the flags.
+    pub fn decode_siw_le(b: &[u8]) -> Option<Terminate> {
+        let c = b.get(..TERM_CTRL_LEN)?;
+        let (c0, c1, c2, c3) = (*c.first()?, *c.get(1)?, *c.get(2)?, *c.get(3)?);
+        let flags = SIW_LE_TERM_M | SIW_LE_TERM_D | SIW_LE_TERM_R;
+        if c2 & !flags != 0 || c3 != 0 {
+            return None;
+        }
+        let mut bits = 0u16;
+        for (siw, rfc) in [
+            (SIW_LE_TERM_M, TERM_M),
+            (SIW_LE_TERM_D, TERM_D),
+            (SIW_LE_TERM_R, TERM_R),
+        ] {
+            if c2 & siw != 0 {
+                bits |= rfc;
+            }
+        }
+        // Rewrite the control word in RFC layout, then decode as usual.
+        let mut rfc = [0u8; TERM_MAX_LEN];
+        let out = rfc.get_mut(..b.len())?;
+        out.copy_from_slice(b);
+        let [b2, b3] = bits.to_be_bytes();
+        let c0 = c0.rotate_left(4);
+        if !crate::wire::put(out, 0, &[c0, c1, b2, b3]) {
+            return None;
+        }
+        Self::decode(out)
+    }
+
+    /// Decodes a received Terminate, accepting both the RFC 5040 layout and
+    /// that of `siw` on little-endian hosts ([`Terminate::decode_siw_le`]).
+    ///
+    /// The `siw` layout is recognised by its flag bits: byte 2 has M, D or R
+    /// at `siw`'s positions and nothing else, which RFC 5040 forbids (those
+    /// are reserved bits). A Terminate without flags cannot be told apart:
+    /// it is read per RFC 5040, so one from `siw` keeps Layer and EType
+    /// swapped. Treat a received Terminate's fields as diagnostic.
+    pub fn decode_compat(b: &[u8]) -> Option<Terminate> {
+        let flags = SIW_LE_TERM_M | SIW_LE_TERM_D | SIW_LE_TERM_R;
+        match (b.get(2), b.get(3)) {
+            (Some(&c2), Some(&0)) if c2 & flags != 0 && c2 & !flags == 0 => Self::decode_siw_le(b),
+            _ => Self::decode(b),
         }
     }
 
