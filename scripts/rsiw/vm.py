@@ -34,6 +34,7 @@ marker; no marker is a failure) and fails if a console shows a kernel splat
 
 import argparse
 import fcntl
+import json
 import os
 import re
 import shlex
@@ -121,6 +122,11 @@ def lib() -> dict:
 
 def cache() -> Path:
     return lib()["cache"]
+
+
+def log_dir(what: str) -> Path:
+    """A new directory name under $RSIW_CACHE/logs for one run."""
+    return cache() / "logs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{what}"
 
 
 def log(msg: str) -> None:
@@ -347,8 +353,9 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
     out/.kernel first."""
     variant = variant or lib()["variant"]
     if out is None:
-        out = cache() / "logs" / time.strftime(f"%Y%m%d-%H%M%S-{name}")
+        out = log_dir(name)
     out.mkdir(parents=True, exist_ok=True)
+    own_snapshot = kernel is None
     kernel = kernel or Kernel.snapshot(variant, out / ".kernel")
     root = rootfs()
     accel = accel or choose_accel(kernel, root)
@@ -422,7 +429,17 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
                 _kill(p)
         for f in files:
             f[0].close()
-    return RunResult(results, out)
+    res = RunResult(results, out)
+    if own_snapshot and res.ok:
+        # Kept after a failure, so that qemu-*.cmd can re-run it.
+        shutil.rmtree(out / ".kernel", ignore_errors=True)
+    (out / "result.json").write_text(json.dumps({
+        "ok": res.ok, "reason": res.reason(), "accel": accel, "kernel": kernel.release,
+        "vms": [{"role": r.role, "status": r.status, "init_time": r.init_time,
+                 "init_uptime": r.init_uptime, "wall": r.wall, "timed_out": r.timed_out,
+                 "qemu_rc": r.qemu_rc, "splats": r.splats, "log": str(r.log)} for r in results],
+    }, indent=1) + "\n")
+    return res
 
 
 def _kill(p: subprocess.Popen) -> None:
@@ -488,7 +505,7 @@ def choose_accel(kernel: Kernel, root: Path, force_probe: bool = False) -> str:
 
 def shell(args) -> int:
     variant = args.variant or lib()["variant"]
-    out = Path(args.out) if args.out else cache() / "logs" / time.strftime("%Y%m%d-%H%M%S-shell")
+    out = Path(args.out) if args.out else log_dir("shell")
     out.mkdir(parents=True, exist_ok=True)
     kernel = Kernel.snapshot(variant, out / ".kernel")
     root = rootfs()
@@ -534,6 +551,7 @@ def shell(args) -> int:
             subprocess.call(["stty", "sane"])
         if peer_proc:
             _kill(peer_proc)
+        shutil.rmtree(out / ".kernel", ignore_errors=True)
     splats = []
     for v in vms:
         p = out / f"console-{v.role}.log"
@@ -550,7 +568,7 @@ def shell(args) -> int:
 def selftest(args) -> int:
     """Check the rig itself: exit status, splat detection, timeout."""
     variant = args.variant or lib()["variant"]
-    base = cache() / "logs" / time.strftime("%Y%m%d-%H%M%S-selftest")
+    base = log_dir("selftest")
     base.mkdir(parents=True)
     kernel = Kernel.snapshot(variant, base / ".kernel")
     bad = 0
@@ -575,6 +593,7 @@ def selftest(args) -> int:
             variant, base / "pair", 300, args.accel, kernel=kernel,
             extra_env={"RSIW_KMEMLEAK": "0", "BASH_ENV": "/rsiw/tests/vm/lib.sh"})
     check("two VMs reach each other", r.ok and (base / "pair/a/peer").read_text().strip() == "169.254.0.2")
+    shutil.rmtree(base / ".kernel", ignore_errors=True)
     print(f"{3 + 2 - bad} passed, {bad} failed")
     return 1 if bad else 0
 
@@ -629,7 +648,10 @@ def main() -> int:
     if args.op == "probe-kvm":
         v = args.variant or lib()["variant"]
         k = Kernel.snapshot(v, cache() / "logs" / "kvm-probe" / ".kernel")
-        print(choose_accel(k, rootfs(), force_probe=args.force))
+        try:
+            print(choose_accel(k, rootfs(), force_probe=args.force))
+        finally:
+            shutil.rmtree(cache() / "logs" / "kvm-probe" / ".kernel", ignore_errors=True)
         return 0
     vms = [VM("a", args.driver, args.cmd, args.net)]
     if args.vms == 2:
