@@ -298,7 +298,7 @@ def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
         "console=ttyS0,115200", "root=rsiwroot", "rootfstype=9p",
         "rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose",
         "ro", "init=/rsiw-boot", "panic=-1", "mitigations=off",
-        "no_hash_pointers", "printk.devkmsg=on",
+        "no_hash_pointers", "printk.devkmsg=on", "printk.time=1",
         f"rsiwvm.role={vm.role}", f"rsiwvm.index={vm.index}",
     ] + (["rsiwvm.trace"] if os.environ.get("RSIW_TRACE_INIT") else []))
     argv = ["qemu-system-x86_64", "-nodefaults", "-no-user-config",
