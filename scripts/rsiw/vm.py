@@ -370,6 +370,7 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
     try:
         for vm in vms:
             write_guest_env(vm, vms, out, variant, extra_env or {})
+            (out / vm.role / "exit-status").unlink(missing_ok=True)
             logp = out / f"console-{vm.role}.log"
             logp.write_bytes(b"")
             argv = qemu_argv(vm, kernel, root, out, accel, mem, smp,
@@ -419,6 +420,14 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
         for r, f in zip(results, files):
             if f[1]:
                 _scan_line(r, f[1].decode("utf-8", "replace"), time.monotonic() - t0, echo)
+            # A kernel message can split the marker line on the console; the
+            # init wrote the same status to <role>/exit-status just before.
+            sf = out / r.role / "exit-status"
+            if r.status is None and not r.timed_out and sf.is_file():
+                try:
+                    r.status = int(sf.read_text().strip())
+                except ValueError:
+                    pass
             if r.qemu_rc not in (0, None) and r.status is None:
                 qlog = (out / f"qemu-{r.role}.log").read_text(errors="replace").strip()
                 if qlog:
