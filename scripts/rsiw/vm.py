@@ -124,6 +124,13 @@ def cache() -> Path:
     return lib()["cache"]
 
 
+def exit_on_signals() -> None:
+    """SIGTERM/SIGHUP raise SystemExit, so that the finally blocks kill the
+    QEMUs (they run in their own sessions, away from Ctrl-C and kill -PGID)."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
+
+
 def log_dir(what: str) -> Path:
     """A new directory name under $RSIW_CACHE/logs for one run."""
     return cache() / "logs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{what}"
@@ -650,6 +657,7 @@ def main() -> int:
     p.add_argument("--force", action="store_true")
 
     args = ap.parse_args()
+    exit_on_signals()
     if args.op == "shell":
         return shell(args)
     if args.op == "selftest":
