@@ -6,7 +6,14 @@
 # tests/vm/tools/siw-capture.sh in both (servers on VM b, clients and tcpdump
 # on VM a) and copy the captures into the fixture directory.
 #
-#   scripts/rsiw/capture-siw.sh [--out DIR] [WORKLOAD...]
+#   scripts/rsiw/capture-siw.sh [--out DIR] [--dest DIR] [WORKLOAD...]
+#
+# --out: the run's log directory; --dest: where the pcaps go (default
+# tests/wire/fixtures). To check a fresh capture against the expectations
+# without replacing the fixtures:
+#
+#   scripts/rsiw/capture-siw.sh --dest /tmp/siw-new &&
+#   RSIW_SIW_FIXTURES=/tmp/siw-new cargo test --test siw_fixtures  # in tests/wire
 #
 # WORKLOAD is any of rping write_bw read_bw send_bw terminate (default: all). Needs the
 # debug kernel (scripts/rsiw/kernel.sh build debug) and the guest root
@@ -18,12 +25,16 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 out=
-if [ "${1:-}" = --out ]; then
-	out=$2
-	shift 2
-fi
-out=${out:-$RSIW_CACHE/logs/$(date +%Y%m%d-%H%M%S)-siw-capture}
 fixtures=$RSIW_TOP/tests/wire/fixtures
+while [ $# -gt 0 ]; do
+	case $1 in
+	--out) out=$2 && shift 2 ;;
+	--dest) fixtures=$2 && shift 2 ;;
+	*) break ;;
+	esac
+done
+out=${out:-$RSIW_CACHE/logs/$(date +%Y%m%d-%H%M%S)-siw-capture}
+mkdir -p "$fixtures"
 workloads=${*:-rping write_bw read_bw send_bw terminate}
 
 "$RSIW_TOP/scripts/rsiw/vm.py" run --vms 2 --driver siw --driver-b siw --quiet \

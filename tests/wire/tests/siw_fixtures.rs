@@ -699,10 +699,13 @@ fn replay(c: &Conn, mpa: &Mpa) -> [Side; 2] {
 // ---------------------------------------------------------------------------
 // The fixtures
 
+/// Reads a fixture from `tests/wire/fixtures`, or from `$RSIW_SIW_FIXTURES`
+/// (to check a fresh capture, see scripts/rsiw/capture-siw.sh).
 fn fixture(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(name);
+    let dir = std::env::var_os("RSIW_SIW_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures"));
+    let p = dir.join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
