@@ -199,9 +199,15 @@ impl<C: Crc32c> RxParser<C> {
 
     /// Accounts for payload bytes that the caller moved itself and runs them
     /// through the CRC. Returns their offset in the segment's payload, or
-    /// `None` (and changes nothing) if more bytes are passed than remain.
+    /// `None` (and changes nothing) if the parser is not inside a segment's
+    /// payload or more bytes are passed than remain.
+    ///
+    /// The bytes must be the ones the parser would have returned as
+    /// [`RxEvent::Payload`]: the next `data.len()` bytes of the stream. The
+    /// caller must not complete the message before [`RxEvent::End`], which
+    /// is when the CRC over the placed bytes has been checked.
     pub fn consume_payload(&mut self, data: &[u8]) -> Option<u32> {
-        if data.len() > self.payload_remaining() {
+        if self.stage != Stage::Payload || data.len() > self.payload_remaining() {
             return None;
         }
         let off = u32::try_from(self.payload_done).ok()?;

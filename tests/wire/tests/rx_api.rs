@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The parser's direct-placement API, as the driver's RX path uses it.
+//!
+//! The kernel RX engine does not take `RxEvent::Payload`: once a segment
+//! header is in, it copies `payload_remaining()` bytes from the skb straight
+//! into memory region pages and hands the placed bytes to
+//! `consume_payload()` for the CRC. These tests drive that path.
+
+mod common;
+
+use common::*;
+use rsiw_wire::wire::crc::SoftCrc32c;
+use rsiw_wire::wire::hdr::{Body, Opcode, Placement};
+use rsiw_wire::wire::rx::{RxEvent, RxParser, Segment};
+use rsiw_wire::wire::term::{LlpCode, TermCode};
+
+/// Feeds `bytes` in `chunk`-sized pieces, placing payload through
+/// `consume_payload` in `place`-sized pieces. Returns the segments, the
+/// placed payload per segment, the number of End events and any error.
+fn drive(
+    bytes: &[u8],
+    crc: bool,
+    chunk: usize,
+    place: usize,
+) -> (Vec<Segment>, Vec<Vec<u8>>, usize, Option<TermCode>) {
+    let mut p = RxParser::new(cfg_all(crc), SoftCrc32c);
+    let (mut segs, mut data, mut ends) = (Vec::new(), Vec::<Vec<u8>>::new(), 0);
+    for mut c in bytes.chunks(chunk) {
+        while !c.is_empty() {
+            // Place directly, as from the skb, before asking the parser.
+            let want = p.payload_remaining();
+            if want > 0 {
+                let n = want.min(c.len()).min(place);
+                let off = p.consume_payload(&c[..n]).expect("within payload");
+                let d = data.last_mut().expect("segment");
+                assert_eq!(off as usize, d.len());
+                d.extend_from_slice(&c[..n]);
+                c = &c[n..];
+                continue;
+            }
+            let (n, ev) = p.feed(c);
+            c = &c[n..];
+            match ev {
+                RxEvent::NeedMore => assert!(c.is_empty()),
+                RxEvent::Segment(s) => {
+                    segs.push(s);
+                    data.push(Vec::new());
+                }
+                RxEvent::Payload { .. } => panic!("payload is placed by the caller"),
+                RxEvent::End => ends += 1,
+                RxEvent::Error(e) => return (segs, data, ends, Some(e.code)),
+            }
+        }
+    }
+    (segs, data, ends, None)
+}
+
+fn stream() -> (Vec<u8>, Vec<u8>) {
+    let payload: Vec<u8> = (0..5000u32).map(|i| (i * 7 + 3) as u8).collect();
+    let mut b = encode(
+        msg(Opcode::Send, untagged(1), Body::None, 5000),
+        &payload,
+        1454,
+        true,
+    );
+    b.extend(encode(
+        msg(
+            Opcode::Write,
+            Placement::Tagged {
+                stag: 0x1234_5678,
+                to: 0x10_0000,
+            },
+            Body::None,
+            1001,
+        ),
+        &payload[..1001],
+        1454,
+        true,
+    ));
+    (b, payload)
+}
+
+#[test]
+fn rx_consume_payload_places_and_checks_crc() {
+    let (b, payload) = stream();
+    for (chunk, place) in [
+        (b.len(), usize::MAX),
+        (1, 1),
+        (7, 3),
+        (1460, 1000),
+        (100, 64),
+    ] {
+        let (segs, data, ends, err) = drive(&b, true, chunk, place);
+        assert_eq!(err, None, "chunk {chunk} place {place}");
+        // 5000 bytes at MULPDU 1454 (1436 payload per Send FPDU): 4 FPDUs,
+        // then one Write FPDU of 1001.
+        assert_eq!(segs.len(), 5);
+        assert_eq!(ends, 5);
+        let lens: Vec<u32> = segs.iter().map(|s| s.payload_len).collect();
+        assert_eq!(lens, [1436, 1436, 1436, 692, 1001]);
+        let sends: Vec<u8> = data[..4].concat();
+        assert_eq!(sends, payload);
+        assert_eq!(data[4], payload[..1001]);
+    }
+}
+
+#[test]
+fn rx_consume_payload_feeds_the_crc() {
+    // A payload byte corrupted on the wire is placed, but the segment
+    // never ends: the CRC over the placed bytes fails with 2/0/02.
+    let (mut b, _) = stream();
+    b[2 + 18 + 700] ^= 0x20;
+    for (chunk, place) in [(b.len(), usize::MAX), (13, 5)] {
+        let (segs, _, ends, err) = drive(&b, true, chunk, place);
+        assert_eq!(err, Some(TermCode::llp(LlpCode::Crc)));
+        assert_eq!((segs.len(), ends), (1, 0));
+    }
+    // Without CRC the same bytes are accepted (CRC field is not checked).
+    let (segs, _, ends, err) = drive(&b, false, b.len(), usize::MAX);
+    assert_eq!((segs.len(), ends, err), (5, 5, None));
+}
+
+#[test]
+fn rx_consume_payload_refuses_misuse() {
+    let (b, _) = stream();
+    let mut p = RxParser::new(cfg_all(true), SoftCrc32c);
+    // Nothing to place before a segment header, not even zero bytes.
+    assert_eq!(p.consume_payload(&[]), None);
+    assert_eq!(p.consume_payload(&[0]), None);
+    let (n, ev) = p.feed(&b);
+    assert!(matches!(ev, RxEvent::Segment(_)));
+    let rest = &b[n..];
+    assert_eq!(p.payload_remaining(), 1436);
+    // More than remains: refused, nothing consumed.
+    assert_eq!(p.consume_payload(&rest[..1437]), None);
+    assert_eq!(p.payload_remaining(), 1436);
+    assert_eq!(p.consume_payload(&rest[..1000]), Some(0));
+    assert_eq!(p.consume_payload(&[]), Some(1000));
+    assert_eq!(p.consume_payload(&rest[1000..1436]), Some(1000));
+    assert_eq!(p.payload_remaining(), 0);
+    // Payload is done: no more, not even an empty slice.
+    assert_eq!(p.consume_payload(&[]), None);
+    let (_, ev) = p.feed(&rest[1436..]);
+    assert_eq!(ev, RxEvent::End);
+    // Between segments an empty consume must not move the parser on.
+    assert_eq!(p.consume_payload(&[]), None);
+    assert!(!p.in_segment());
+    let (_, ev) = p.feed(&rest[1436 + 4..]);
+    assert!(matches!(ev, RxEvent::Segment(s) if s.payload_len == 1436));
+    // A failed parser stays failed.
+    let mut p = RxParser::new(cfg_all(true), SoftCrc32c);
+    let (_, ev) = p.feed(&[0, 1, 0x41, 0x40]);
+    assert!(matches!(ev, RxEvent::Error(_)));
+    assert_eq!(p.consume_payload(&[]), None);
+    assert!(matches!(p.feed(&b).1, RxEvent::Error(_)));
+}
