@@ -1024,6 +1024,63 @@ fn mpa_24_crc32c_vectors_and_wire_order() {
 }
 
 #[test]
+fn mpa_25_markers_never_negotiated_nor_framed() {
+    // D-03: markers are refused in both roles, for Rev 1 and Rev 2 peers,
+    // whatever else the frame asks for.
+    let e = enh(4, 4, true, WR);
+    for (rev, en) in [(1, None), (2, Some(e))] {
+        for extra in [0, FLAG_C] {
+            let f = frame(FrameKind::Request, FLAG_M | extra, rev, en, b"pd");
+            let cfg = LocalConfig {
+                p2p: true,
+                rtr: WR,
+                ird: 4,
+                ord: 4,
+                ..Default::default()
+            };
+            match respond(&cfg, &f) {
+                ResponderAction::Reject { flags, reason, .. } => {
+                    assert_eq!(reason, RejectReason::Markers);
+                    assert_eq!(flags & (FLAG_R | FLAG_M), FLAG_R, "rev {rev}");
+                }
+                a => panic!("rev {rev}: {a:?}"),
+            }
+            // A reply that asks us for markers: LLP 2/0/05, never established.
+            let icfg = LocalConfig {
+                max_rev: rev,
+                p2p: rev == 2,
+                rtr: WR,
+                ird: 4,
+                ord: 4,
+                ..Default::default()
+            };
+            let rep = frame(FrameKind::Reply, FLAG_M | extra, rev, en, b"");
+            assert_eq!(
+                initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]),
+                InitiatorAction::Terminate(TermCode::llp(LlpCode::LocalCatastrophic)),
+                "rev {rev}"
+            );
+        }
+    }
+    // No marker is ever framed: an FPDU crossing 512-byte boundaries of the
+    // stream is exactly length + ULPDU + pad + CRC, and the payload arrives
+    // contiguous (a marker would be 4 bytes at stream offset 512).
+    let p: Vec<u8> = (0..1500u32).map(|i| (i % 251) as u8).collect();
+    let m = msg(
+        Opcode::Send,
+        untagged(1),
+        rsiw_wire::wire::hdr::Body::None,
+        1500,
+    );
+    let b = encode(m, &p, 8994, true);
+    assert_eq!(b.len(), 2 + 18 + 1500 + 4);
+    assert_eq!(&b[20..20 + 1500], &p[..]);
+    let (evs, err) = parse(cfg_all(true), &b);
+    assert!(err.is_none());
+    assert_eq!(evs[1], Ev::Data(p));
+}
+
+#[test]
 fn mpa_26_mulpdu_and_any_chunking() {
     assert_eq!(mulpdu_from_mss(1460), Some(1454));
     assert_eq!(mulpdu_from_mss(9000), Some(8994));
@@ -1059,5 +1116,12 @@ fn mpa_26_mulpdu_and_any_chunking() {
     c.max_ulpdu = 100;
     let e = parse_err(c, &b);
     assert_eq!(e.code, TermCode::llp(LlpCode::FpduStart));
+    // Exactly the maximum is fine; one byte more is not.
+    c.max_ulpdu = 1454;
+    let (evs, err) = parse(c, &b);
+    assert!(err.is_none());
+    assert_eq!(evs, whole.0);
+    c.max_ulpdu = 1453;
+    assert_eq!(parse_err(c, &b).code, TermCode::llp(LlpCode::FpduStart));
     let _ = RxEvent::NeedMore;
 }
