@@ -47,6 +47,56 @@ fn untagged_seg(op: Opcode, qn: u32, msn: u32, mo: u32, last: bool, payload: u32
 
 // ---- DDP ---------------------------------------------------------------
 
+/// Parses one commit request, then builds and encodes the Terminate the
+/// driver sends for `code`/`echo` found while processing it. Returns the
+/// request's raw FPDU and the Terminate bytes.
+fn commit_term(
+    op: Opcode,
+    body: Body,
+    payload: &[u8],
+    code: TermCode,
+    echo: TermEcho,
+) -> (Vec<u8>, Vec<u8>) {
+    use rsiw_wire::wire::crc::SoftCrc32c;
+    use rsiw_wire::wire::rx::{RxEvent, RxParser};
+    let b = encode(
+        msg(
+            op,
+            Placement::Untagged {
+                inv_stag: 0,
+                qn: 1,
+                msn: 7,
+                mo: 0,
+            },
+            body,
+            payload.len() as u32,
+        ),
+        payload,
+        1000,
+        true,
+    );
+    let mut p = RxParser::new(cfg_all(true), SoftCrc32c);
+    let (_, ev) = p.feed(&b);
+    assert!(
+        matches!(ev, RxEvent::Segment(s) if s.hdr.opcode == op),
+        "{ev:?}"
+    );
+    let t = p.terminate_for(code, echo);
+    let mut out = [0u8; TERM_MAX_LEN];
+    let n = t.encode(&mut out).expect("encode");
+    (b, out[..n].to_vec())
+}
+
+/// Checks a Terminate echoing exactly the DDP header of the untagged FPDU
+/// `req` (M and D set, R clear) with the given code bytes.
+fn assert_term_echoes_ddp(term: &[u8], req: &[u8], code: [u8; 2]) {
+    assert_eq!(term.len(), 4 + 2 + 18);
+    assert_eq!(&term[..2], &code);
+    assert_eq!(&term[2..4], &[0xC0, 0x00], "M=1 D=1 R=0");
+    assert_eq!(&term[4..6], &req[..2], "DDP segment length");
+    assert_eq!(&term[6..24], &req[2..20], "Terminated DDP header");
+}
+
 #[test]
 fn ddp_01_version_checks() {
     let u = raw_untagged(0x42 | DDP_L, ctl(3), 0, 0, 1, 0); // DV = 2
@@ -1617,10 +1667,22 @@ fn flush_02_flags() {
 
 #[test]
 fn flush_04_permission() {
-    assert_eq!(
-        access_error(Target::Flush, Fault::Rights),
-        (TermCode::new(0, 1, 2), TermEcho::Ddp)
-    );
+    let (code, echo) = access_error(Target::Flush, Fault::Rights);
+    assert_eq!((code, echo), (TermCode::new(0, 1, 2), TermEcho::Ddp));
+    // On the wire: 0/1/02 with the Flush Request's DDP header, no RDMA
+    // header (only a Read Request's is echoed).
+    let f = FlushRequest {
+        sink: SinkRange {
+            stag: 0x55,
+            len: 4096,
+            to: 0x1000,
+        },
+        flags: FLUSH_P,
+    };
+    let (req, term) = commit_term(Opcode::FlushRequest, Body::FlushRequest(f), &[], code, echo);
+    assert_term_echoes_ddp(&term, &req, [0x01, 0x02]);
+    assert_eq!(req[2] & 0xC0, 0x40, "untagged, L=1");
+    assert_eq!(&req[8..12], &1u32.to_be_bytes(), "QN 1");
 }
 
 #[test]
@@ -1696,15 +1758,51 @@ fn verify_01_request_with_optional_hash() {
 
 #[test]
 fn verify_03_permission() {
-    assert_eq!(
-        access_error(Target::Verify, Fault::Rights).0,
-        TermCode::new(0, 1, 2)
+    let (code, echo) = access_error(Target::Verify, Fault::Rights);
+    assert_eq!((code, echo), (TermCode::new(0, 1, 2), TermEcho::Ddp));
+    let v = VerifyRequest {
+        sink: SinkRange {
+            stag: 0x66,
+            len: 512,
+            to: 0,
+        },
+    };
+    let (req, term) = commit_term(
+        Opcode::VerifyRequest,
+        Body::VerifyRequest(v),
+        &[0xAB; 32],
+        code,
+        echo,
     );
+    assert_term_echoes_ddp(&term, &req, [0x01, 0x02]);
+    // The echoed segment length covers the 32-byte hash.
+    assert_eq!(u16::from_be_bytes([term[4], term[5]]), 18 + 16 + 32);
 }
 
 #[test]
 fn verify_04_mismatch_code() {
     assert_eq!(commit_failure().to_bytes(), [0x02, 0xFF]);
+    // A mismatch found while processing a received Verify: Terminate
+    // 0/2/FF echoing the Verify Request's DDP header.
+    let v = VerifyRequest {
+        sink: SinkRange {
+            stag: 0x77,
+            len: 64,
+            to: 8,
+        },
+    };
+    let (req, term) = commit_term(
+        Opcode::VerifyRequest,
+        Body::VerifyRequest(v),
+        &[1; 8],
+        commit_failure(),
+        TermEcho::Ddp,
+    );
+    assert_term_echoes_ddp(&term, &req, [0x02, 0xFF]);
+    assert_eq!(
+        Terminate::decode(&term).map(|t| t.code),
+        Some(TermCode::new(0, 2, 0xFF))
+    );
 }
 
 #[test]
