@@ -1922,3 +1922,84 @@ fn dat_13_immediate_carries_no_payload() {
     );
     assert!(!Opcode::ImmData.has_payload());
 }
+
+#[test]
+fn dat_12_zero_length_read_orders_writes() {
+    // "0-size RDMA Read between a pair of RDMA Writes": the wire side of
+    // the barrier. The zero-length Read Request is one valid FPDU; its
+    // Read Response is one zero-length tagged segment with L=1 that
+    // completes the Read, in issue order behind earlier requests.
+    let rr = ReadRequest {
+        sink_stag: 0x51,
+        sink_to: 0x2000,
+        size: 0,
+        src_stag: 0x52,
+        src_to: 0x3000,
+    };
+    let req = encode(
+        msg(Opcode::ReadRequest, untagged(1), Body::ReadRequest(rr), 0),
+        &[],
+        1454,
+        true,
+    );
+    assert_eq!(req.len(), 2 + 18 + 28 + 4);
+    let (evs, err) = parse(cfg_all(true), &req);
+    assert_eq!(err, None);
+    let s = segs(&evs);
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].body, Body::ReadRequest(rr));
+    assert_eq!(s[0].payload_len, 0);
+    // The responder's answer: a zero-length Read Response to the sink.
+    let resp = encode(
+        msg(
+            Opcode::ReadResponse,
+            Placement::Tagged {
+                stag: 0x51,
+                to: 0x2000,
+            },
+            Body::None,
+            0,
+        ),
+        &[],
+        1454,
+        true,
+    );
+    assert_eq!(resp.len(), 2 + 14 + 4);
+    let s = one(cfg_all(true), &resp);
+    assert!(s.hdr.last);
+    assert_eq!(s.payload_len, 0);
+    let mut q: OrdQueue<4> = OrdQueue::new(4);
+    q.issue(Request::Atomic { req_id: 1 }).unwrap();
+    q.issue(Request::Read {
+        sink_stag: 0x51,
+        sink_to: 0x2000,
+        size: 0,
+    })
+    .unwrap();
+    assert_eq!(q.inflight(), 2);
+    let Placement::Tagged { stag, to } = s.hdr.placement else {
+        panic!("tagged");
+    };
+    assert_eq!(
+        q.on_read_response(stag, to, s.payload_len, s.hdr.last),
+        Ok(true)
+    );
+    assert_eq!(q.inflight(), 1);
+    // Complete, but not reported before the earlier atomic.
+    assert_eq!(q.pop_completed(), None);
+    // A zero-length Read Response without L does not complete it either.
+    let mut q: OrdQueue<4> = OrdQueue::new(4);
+    q.issue(Request::Read {
+        sink_stag: 0x51,
+        sink_to: 0x2000,
+        size: 0,
+    })
+    .unwrap();
+    assert_eq!(q.on_read_response(0x51, 0x2000, 0, false), Ok(false));
+    assert_eq!(q.pop_completed(), None);
+    assert_eq!(q.on_read_response(0x51, 0x2000, 0, true), Ok(true));
+    assert!(matches!(
+        q.pop_completed(),
+        Some(Request::Read { size: 0, .. })
+    ));
+}
