@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The parser's direct-placement API, as the driver's RX path uses it.
+//! The driver-facing APIs: the parser's direct placement, as the RX path
+//! uses it, and the segmenter's MULPDU change, as the TX path needs it.
 //!
 //! The kernel RX engine does not take `RxEvent::Payload`: once a segment
 //! header is in, it copies `payload_remaining()` bytes from the skb straight
@@ -14,6 +15,7 @@ use rsiw_wire::wire::crc::SoftCrc32c;
 use rsiw_wire::wire::hdr::{Body, Opcode, Placement};
 use rsiw_wire::wire::rx::{RxEvent, RxParser, Segment};
 use rsiw_wire::wire::term::{LlpCode, TermCode};
+use rsiw_wire::wire::tx::{Segmenter, TxError};
 
 /// Feeds `bytes` in `chunk`-sized pieces, placing payload through
 /// `consume_payload` in `place`-sized pieces. Returns the segments, the
@@ -154,4 +156,54 @@ fn rx_consume_payload_refuses_misuse() {
     assert!(matches!(ev, RxEvent::Error(_)));
     assert_eq!(p.consume_payload(&[]), None);
     assert!(matches!(p.feed(&b).1, RxEvent::Error(_)));
+}
+
+#[test]
+fn tx_mulpdu_change_mid_message() {
+    let payload: Vec<u8> = (0..5000u32).map(|i| (i * 13) as u8).collect();
+    let c = SoftCrc32c;
+    let m = msg(Opcode::Send, untagged(3), Body::None, 5000);
+    let mut s = Segmenter::new(m, 1454).unwrap();
+    assert_eq!((s.fpdu_count(), s.remaining()), (4, 4));
+    let mut wire = Vec::new();
+    let mut lens = Vec::new();
+    while let Some(p) = s.next_fpdu() {
+        wire.extend_from_slice(p.header());
+        let r = p.payload_off as usize..(p.payload_off + p.payload_len) as usize;
+        let mut cr = p.crc(&c, true);
+        cr.update(&payload[r.clone()]);
+        wire.extend_from_slice(&payload[r]);
+        let (t, tl) = cr.trailer();
+        wire.extend_from_slice(&t[..tl]);
+        lens.push(p.payload_len);
+        if lens.len() == 1 {
+            // The MSS dropped after the first FPDU: 1436 sent, 3564 left.
+            assert_eq!(s.sent(), 1436);
+            // Too small for the header: refused, nothing changes.
+            assert_eq!(s.set_mulpdu(17), Err(TxError::MulpduTooSmall));
+            assert_eq!(s.remaining(), 3);
+            s.set_mulpdu(534).unwrap();
+            assert_eq!(s.remaining(), 3564u32.div_ceil(516));
+        }
+    }
+    assert_eq!(s.remaining(), 0);
+    assert_eq!(lens[0], 1436);
+    assert_eq!(lens.len(), 8);
+    assert!(lens[1..7].iter().all(|&l| l == 516));
+    assert_eq!(lens[7..], [3564 - 6 * 516]);
+    assert_eq!(lens.iter().sum::<u32>(), 5000);
+    // The receiver sees one message: MOs continue, L only on the last.
+    let (segs, data, ends, err) = drive(&wire, true, 97, 1000);
+    assert_eq!(err, None);
+    assert_eq!(ends, segs.len());
+    let mut mo = 0;
+    for (i, sg) in segs.iter().enumerate() {
+        assert_eq!(sg.hdr.last, i == segs.len() - 1);
+        match sg.hdr.placement {
+            Placement::Untagged { msn, mo: m, .. } => assert_eq!((msn, m), (3, mo)),
+            _ => panic!("untagged"),
+        }
+        mo += sg.payload_len;
+    }
+    assert_eq!(data.concat(), payload);
 }

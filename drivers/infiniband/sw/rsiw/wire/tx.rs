@@ -144,20 +144,7 @@ impl Segmenter {
         if !op.has_payload() && msg.payload_len != 0 {
             return Err(TxError::UnexpectedPayload);
         }
-        let hl = op
-            .header_len()
-            .saturating_sub(op.rdmap_hdr_len())
-            .saturating_add(msg.body.len());
-        let max_payload = usize::from(mulpdu)
-            .checked_sub(hl)
-            .ok_or(TxError::MulpduTooSmall)?;
-        let max_payload = u32::try_from(max_payload).map_err(|_| TxError::MulpduTooSmall)?;
-        if msg.payload_len > 0 && max_payload == 0 {
-            return Err(TxError::MulpduTooSmall);
-        }
-        if op == Opcode::VerifyRequest && msg.payload_len > max_payload {
-            return Err(TxError::MulpduTooSmall);
-        }
+        let max_payload = max_payload(&msg, mulpdu)?;
         Ok(Segmenter {
             msg,
             max_payload,
@@ -166,12 +153,38 @@ impl Segmenter {
         })
     }
 
+    /// Changes the MULPDU for the FPDUs not yet planned (the TCP MSS
+    /// changed in the middle of a message). On error nothing changes.
+    pub fn set_mulpdu(&mut self, mulpdu: u16) -> Result<(), TxError> {
+        self.max_payload = max_payload(&self.msg, mulpdu)?;
+        Ok(())
+    }
+
+    /// Payload bytes already planned into FPDUs.
+    pub fn sent(&self) -> u32 {
+        self.sent
+    }
+
     /// Number of FPDUs the message needs.
+    ///
+    /// After [`Segmenter::set_mulpdu`] this is the count for a message
+    /// segmented at the new MULPDU from the start; [`Segmenter::remaining`]
+    /// gives the FPDUs still to come.
     pub fn fpdu_count(&self) -> u32 {
         if self.msg.payload_len == 0 {
             1
         } else {
             self.msg.payload_len.div_ceil(self.max_payload.max(1))
+        }
+    }
+
+    /// Number of FPDUs still to come at the current MULPDU.
+    pub fn remaining(&self) -> u32 {
+        if self.done {
+            0
+        } else {
+            let left = self.msg.payload_len.saturating_sub(self.sent);
+            left.div_ceil(self.max_payload.max(1)).max(1)
         }
     }
 
@@ -226,6 +239,26 @@ impl Segmenter {
         self.done = last;
         Some(plan)
     }
+}
+
+/// The largest payload per FPDU of `msg` at `mulpdu`.
+fn max_payload(msg: &TxMessage, mulpdu: u16) -> Result<u32, TxError> {
+    let op = msg.opcode;
+    let hl = op
+        .header_len()
+        .saturating_sub(op.rdmap_hdr_len())
+        .saturating_add(msg.body.len());
+    let max_payload = usize::from(mulpdu)
+        .checked_sub(hl)
+        .ok_or(TxError::MulpduTooSmall)?;
+    let max_payload = u32::try_from(max_payload).map_err(|_| TxError::MulpduTooSmall)?;
+    if msg.payload_len > 0 && max_payload == 0 {
+        return Err(TxError::MulpduTooSmall);
+    }
+    if op == Opcode::VerifyRequest && msg.payload_len > max_payload {
+        return Err(TxError::MulpduTooSmall);
+    }
+    Ok(max_payload)
 }
 
 /// The RTR message an initiator sends in peer-to-peer mode (MPA-17).
