@@ -128,6 +128,13 @@ fuzz_one() {
 			-max_total_time="$fuzz_seconds" -print_final_stats=1 -artifact_prefix="$work/" 2>&1 |
 		grep -E 'DONE|number_of_executed_units|panicked|ERROR|SUMMARY|Test unit written'
 	local rc=${PIPESTATUS[0]}
+	if [ "$rc" -ne 0 ]; then
+		# Keep the reproducer: cargo fuzz run --fuzz-dir fuzz TARGET FILE.
+		local keep=$cache/fuzz-artifacts/$target
+		mkdir -p "$keep"
+		cp "$work"/crash-* "$work"/oom-* "$work"/timeout-* "$keep"/ 2>/dev/null
+		echo "fuzz $target failed (exit $rc); inputs kept in $keep"
+	fi
 	rm -rf "$work"
 	return "$rc"
 }

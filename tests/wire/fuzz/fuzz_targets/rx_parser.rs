@@ -5,7 +5,9 @@
 //! Input: byte 0 selects the configuration, byte 1 the chunk size; the
 //! rest is the TCP stream. The parser must never panic, must consume at most
 //! what it is given, must yield payload that adds up to the announced
-//! lengths, and must give the same result for whole and chunked delivery.
+//! lengths, and must give the same result for whole and chunked delivery,
+//! and when the caller places the payload itself with `consume_payload`
+//! (the driver's path), calling it with nothing at every step.
 
 #![no_main]
 
@@ -15,7 +17,12 @@ use rsiw_wire::wire::hdr::Placement;
 use rsiw_wire::wire::rx::{RxConfig, RxEvent, RxParser};
 use rsiw_wire::wire::stream::{OrdQueue, Request, RxUntagged};
 
-fn run(cfg: RxConfig, data: &[u8], chunk: usize) -> (Vec<(u32, u16)>, Option<(u8, u8, u8)>, usize) {
+fn run(
+    cfg: RxConfig,
+    data: &[u8],
+    chunk: usize,
+    place: bool,
+) -> (Vec<(u32, u16)>, Option<(u8, u8, u8)>, usize) {
     let mut p = RxParser::new(cfg, SoftCrc32c);
     let mut rx = RxUntagged::new();
     let mut orq: OrdQueue<8> = OrdQueue::new(4);
@@ -30,6 +37,20 @@ fn run(cfg: RxConfig, data: &[u8], chunk: usize) -> (Vec<(u32, u16)>, Option<(u8
     let mut want = 0usize;
     for mut c in data.chunks(chunk.max(1)) {
         loop {
+            if place {
+                // An empty placement never changes anything.
+                let in_payload = p.payload_remaining() > 0;
+                assert_eq!(p.consume_payload(&[]).is_some(), in_payload);
+                let n = p.payload_remaining().min(c.len());
+                if n > 0 {
+                    let off = p.consume_payload(&c[..n]).expect("placement");
+                    assert_eq!(off as usize, payload);
+                    payload += n;
+                    assert!(payload <= want);
+                    c = &c[n..];
+                    continue;
+                }
+            }
             let (n, ev) = p.feed(c);
             assert!(n <= c.len());
             c = &c[n..];
@@ -58,6 +79,7 @@ fn run(cfg: RxConfig, data: &[u8], chunk: usize) -> (Vec<(u32, u16)>, Option<(u8
                     while orq.pop_completed().is_some() {}
                 }
                 RxEvent::Payload { offset, data } => {
+                    assert!(!place, "payload left to the parser");
                     assert_eq!(offset as usize, payload);
                     payload += data.len();
                     assert!(payload <= want);
@@ -96,8 +118,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let chunk = usize::from(data[1]) + 1;
     let stream = &data[2..];
-    let a = run(cfg, stream, stream.len().max(1));
-    let b = run(cfg, stream, chunk);
+    let a = run(cfg, stream, stream.len().max(1), false);
+    let b = run(cfg, stream, chunk, false);
     assert_eq!(a.0, b.0);
     assert_eq!(a.1, b.1);
+    let c = run(cfg, stream, chunk, true);
+    assert_eq!(a.0, c.0);
+    assert_eq!(a.1, c.1);
 });
