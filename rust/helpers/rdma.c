@@ -2,6 +2,8 @@
 
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
+#include <linux/scatterlist.h>
+#include <linux/xarray.h>
 
 #if IS_ENABLED(CONFIG_RUST_RDMA_ABSTRACTIONS)
 
@@ -18,6 +20,35 @@ __rust_helper int rust_helper_ib_is_udata_in_empty(struct ib_udata *udata)
 __rust_helper int rust_helper_ib_no_udata_io(struct ib_udata *udata)
 {
 	return ib_no_udata_io(udata);
+}
+
+__rust_helper int rust_helper_xa_alloc_cyclic_irq(struct xarray *xa, u32 *id, void *entry,
+						  struct xa_limit limit, u32 *next, gfp_t gfp)
+{
+	return xa_alloc_cyclic_irq(xa, id, entry, limit, next, gfp);
+}
+
+__rust_helper void *rust_helper_xa_erase_irq(struct xarray *xa, unsigned long index)
+{
+	return xa_erase_irq(xa, index);
+}
+
+__rust_helper unsigned long rust_helper_xa_lock_irqsave(struct xarray *xa)
+{
+	unsigned long flags;
+
+	xa_lock_irqsave(xa, flags);
+	return flags;
+}
+
+__rust_helper void rust_helper_xa_unlock_irqrestore(struct xarray *xa, unsigned long flags)
+{
+	xa_unlock_irqrestore(xa, flags);
+}
+
+__rust_helper struct page *rust_helper_sg_page_iter_page(struct sg_page_iter *piter)
+{
+	return sg_page_iter_page(piter);
 }
 
 #endif

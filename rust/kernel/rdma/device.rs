@@ -292,6 +292,11 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// Called before the data of a memory region is dropped.
     fn dereg_mr(_mr: &Mr<Self>, _udata: Option<&Udata>) {}
+
+    /// Returns the local and remote keys (`lkey`, `rkey`) of a memory region just created by
+    /// [`Driver::get_dma_mr`] or [`Driver::reg_user_mr`]; the abstraction stores them in the
+    /// `struct ib_mr`.
+    fn mr_keys(mr: &Self::Mr) -> (u32, u32);
 }
 
 /// The size in bytes of a type as allocated by `kmalloc()`.

@@ -13,9 +13,13 @@
 //! - [`attr`]: device and port attributes, GIDs and events.
 //! - [`udata`]: driver-private data of uverbs commands.
 //! - [`link`]: `rdma link` types, which create devices and fence their lifetime.
+//! - [`mr`]: memory region access flags, keys and the STag index table.
+//! - [`umem`]: pinned user memory (`ib_umem`) with page lookup and copy helpers.
 
 pub mod attr;
 pub mod device;
 pub mod link;
+pub mod mr;
 pub mod object;
 pub mod udata;
+pub mod umem;

@@ -176,8 +176,9 @@ impl<T: Driver, K: ObjectKind<T>> Object<T, K> {
 }
 
 impl<T: Driver> Object<T, MrKind> {
-    /// Allocates a zeroed `struct ib_mr` followed by the driver data initialised with `init`, and
-    /// returns a pointer to the `ib_mr` for ib_core (which fills in the common fields).
+    /// Allocates a zeroed `struct ib_mr` followed by the driver data initialised with `init`,
+    /// sets its keys from [`Driver::mr_keys`], and returns a pointer to the `ib_mr` for ib_core
+    /// (which fills in the other common fields).
     ///
     /// The object must be freed with [`Self::free_raw`].
     pub(crate) fn new_raw(init: impl PinInit<T::Mr, Error>) -> Result<*mut bindings::ib_mr> {
@@ -193,6 +194,14 @@ impl<T: Driver> Object<T, MrKind> {
             // in it needs dropping.
             drop(unsafe { KBox::from_raw(this.cast::<MaybeUninit<Self>>()) });
             return Err(e);
+        }
+        // SAFETY: `data` was initialised above; nobody else has access to `this` yet.
+        let (lkey, rkey) = T::mr_keys(unsafe { &(*this).data });
+        // SAFETY: `raw` is a zeroed `ib_mr`, exclusively owned.
+        unsafe {
+            let raw = (*this).raw.get();
+            (*raw).lkey = lkey;
+            (*raw).rkey = rkey;
         }
         Ok(this.cast())
     }

@@ -8,7 +8,14 @@
 
 use crate::{
     abi::UrespAllocCtx,
-    limits, //
+    limits,
+    mem::{
+        self,
+        MemTable,
+        RsiwMr,
+        UrespRegMr, //
+    },
+    stag::PdId, //
 };
 use kernel::{
     cpu,
@@ -57,6 +64,7 @@ use kernel::{
         object::{
             Cq,
             CqInitAttr,
+            Mr,
             Pd,
             Qp,
             QpAttr,
@@ -67,6 +75,7 @@ use kernel::{
             Wc, //
         },
         udata::Udata,
+        umem::Umem,
     },
     sync::atomic::{
         Atomic,
@@ -152,17 +161,29 @@ pub(crate) struct RsiwDevice {
     contexts: Counter,
     /// Protection domains.
     pds: Counter,
+    /// Memory regions.
+    mrs: Counter,
+    /// The STag table: every memory region by STag index.
+    mem: MemTable,
 }
 
 impl RsiwDevice {
-    fn new(mac: [u8; ETH_ALEN], part_id: u32) -> Self {
-        Self {
+    fn new(mac: [u8; ETH_ALEN], part_id: u32) -> Result<Self> {
+        Ok(Self {
             part_id,
             guid: eui48_to_guid(mac),
             gid: Atomic::new(mac_to_u64(mac)),
             contexts: Counter::new(limits::MAX_CONTEXT),
             pds: Counter::new(limits::MAX_PD),
-        }
+            mrs: Counter::new(limits::MAX_MR),
+            mem: MemTable::new()?,
+        })
+    }
+
+    /// Returns the STag table, for the data path's access checks.
+    #[allow(dead_code, reason = "the data path (next issue) uses it")]
+    pub(crate) fn mem(&self) -> &MemTable {
+        &self.mem
     }
 
     fn gid(&self) -> Gid {
@@ -190,7 +211,7 @@ impl Driver for RsiwDevice {
     type Cq = NotYet;
     type Qp = NotYet;
     type Srq = NotYet;
-    type Mr = NotYet;
+    type Mr = RsiwMr;
 
     fn query_device(dev: &Device<Self>, udata: Option<&Udata>) -> Result<DeviceAttr> {
         if let Some(udata) = udata {
@@ -336,20 +357,65 @@ impl Driver for RsiwDevice {
         Err((EOPNOTSUPP, wr))
     }
 
-    fn get_dma_mr(_pd: &Pd<Self>, _access: i32) -> impl PinInit<NotYet, Error> {
-        Err::<NotYet, Error>(EOPNOTSUPP)
+    fn get_dma_mr(pd: &Pd<Self>, access: i32) -> impl PinInit<RsiwMr, Error> {
+        let dev = pd.device();
+        mem::mr_rights(access)
+            .and_then(|rights| dev.mrs.take().map(|()| rights))
+            .and_then(|rights| {
+                dev.mem.add_dma(pd_id(pd), rights).inspect_err(|_| dev.mrs.put())
+            })
     }
 
     fn reg_user_mr(
-        _pd: &Pd<Self>,
-        _start: u64,
-        _length: u64,
-        _virt_addr: u64,
-        _access: i32,
-        _udata: &Udata,
-    ) -> impl PinInit<NotYet, Error> {
-        Err::<NotYet, Error>(EOPNOTSUPP)
+        pd: &Pd<Self>,
+        start: u64,
+        length: u64,
+        virt_addr: u64,
+        access: i32,
+        udata: &Udata,
+    ) -> impl PinInit<RsiwMr, Error> {
+        let dev = pd.device();
+        let reg = || -> Result<RsiwMr> {
+            let rights = mem::mr_rights(access)?;
+            let umem = Umem::get(dev, start, length, access)?;
+            dev.mrs.take()?;
+            let mr = dev
+                .mem
+                .add_user(pd_id(pd), rights, virt_addr, umem)
+                .inspect_err(|_| dev.mrs.put())?;
+            // siw's provider passes a `siw_ureq_reg_mr` with a key of its choosing; rsiw picks
+            // unguessable keys itself and ignores it. The response carries the STag.
+            if udata.outlen() >= core::mem::size_of::<UrespRegMr>() {
+                let resp = UrespRegMr {
+                    stag: mr.stag(),
+                    pad: 0,
+                };
+                if let Err(e) = udata.respond(&resp) {
+                    dev.mem.remove(&mr);
+                    dev.mrs.put();
+                    return Err(e);
+                }
+            }
+            Ok(mr)
+        };
+        reg()
     }
+
+    fn dereg_mr(mr: &Mr<Self>, _udata: Option<&Udata>) {
+        let dev = mr.device();
+        dev.mem.remove(mr);
+        dev.mrs.put();
+    }
+
+    fn mr_keys(mr: &RsiwMr) -> (u32, u32) {
+        (mr.stag(), mr.stag())
+    }
+}
+
+/// Returns the id the access check uses for a PD: its address, unique among live PDs (a PD
+/// outlives its MRs and QPs, whose `usecnt` ib_core keeps on it).
+fn pd_id(pd: &Pd<RsiwDevice>) -> PdId {
+    PdId(pd.as_raw() as usize)
 }
 
 /// The `rsiw` link type: `rdma link add <name> type rsiw netdev <if>`.
@@ -371,7 +437,7 @@ impl LinkOps for RsiwLink {
         let mac = ndev.mac_address().unwrap_or_else(random_ether_addr);
         let part_id = NEXT_PART_ID.fetch_add(1, Relaxed);
 
-        let mut dev = UnregisteredDevice::new(link, RsiwDevice::new(mac, part_id))?;
+        let mut dev = UnregisteredDevice::new(link, RsiwDevice::new(mac, part_id)?)?;
         dev.set_node_type(NodeType::RNIC);
         dev.set_node_guid(eui48_to_guid(mac));
         dev.set_node_desc(limits::NODE_DESC);

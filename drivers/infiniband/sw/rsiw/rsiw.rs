@@ -17,6 +17,8 @@ mod abi;
 mod crc;
 mod device;
 mod limits;
+mod mem;
+mod stag;
 
 /// The sans-IO iWARP wire core: MPA, DDP, RDMAP framing and validation.
 pub mod wire;

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Pinned user memory (`struct ib_umem`).
+//!
+//! C header: [`include/rdma/ib_umem.h`](srctree/include/rdma/ib_umem.h).
+//!
+//! A [`Umem`] pins a range of user memory with `ib_umem_get()` and unpins it with
+//! `ib_umem_release()` when dropped. Software RDMA devices (`CONFIG_INFINIBAND_VIRT_DMA`) do not
+//! DMA: they copy to and from the pinned pages with the CPU. [`Umem`] therefore keeps an array
+//! of the pinned `struct page`s, so that the page holding any byte of the region is found with
+//! one index operation, and offers [`Umem::read`] and [`Umem::write`], which copy through
+//! short-lived `kmap_local_page()` mappings.
+
+use super::device::{
+    Device,
+    Driver, //
+};
+use crate::{
+    alloc::KVVec,
+    bindings,
+    error::from_err_ptr,
+    page::{
+        BorrowedPage,
+        PAGE_SHIFT,
+        PAGE_SIZE, //
+    },
+    prelude::*, //
+};
+use core::ptr::NonNull;
+
+/// A pinned range of user memory.
+///
+/// # Invariants
+///
+/// - `raw` was returned by `ib_umem_get*()` and is released exactly once, on drop.
+/// - `pages` holds, in order, the pages pinned by `raw`; they stay pinned until drop.
+/// - `offset < PAGE_SIZE` is the offset of the first byte in `pages[0]`, and
+///   `offset + len <= pages.len() * PAGE_SIZE`.
+pub struct Umem {
+    raw: NonNull<bindings::ib_umem>,
+    pages: KVVec<NonNull<bindings::page>>,
+    offset: usize,
+    len: usize,
+}
+
+// SAFETY: An `ib_umem` may be released from any thread; the page array is plain data.
+unsafe impl Send for Umem {}
+
+// SAFETY: `&Umem` only allows reading the page array and copying to and from the pages, which
+// may be done concurrently from several threads.
+unsafe impl Sync for Umem {}
+
+impl Umem {
+    /// Pins `len` bytes of user memory of the current process at `addr` (`ib_umem_get_va()`).
+    ///
+    /// `access` are the `IB_ACCESS_*` flags of the registration; with `IB_ACCESS_LOCAL_WRITE`,
+    /// `IB_ACCESS_REMOTE_WRITE` or `IB_ACCESS_REMOTE_ATOMIC` the pages are pinned for writing.
+    /// Fails with `EINVAL` for an empty or wrapping range, and with the errors of
+    /// `ib_umem_get()` (`ENOMEM` beyond `RLIMIT_MEMLOCK`, `EFAULT` for unmapped memory).
+    pub fn get<T: Driver>(dev: &Device<T>, addr: u64, len: u64, access: i32) -> Result<Self> {
+        if len == 0 || addr.checked_add(len).is_none() {
+            return Err(EINVAL);
+        }
+        let ulen = usize::try_from(len).map_err(|_| EINVAL)?;
+        let uaddr = usize::try_from(addr).map_err(|_| EINVAL)?;
+        let offset = uaddr & (PAGE_SIZE - 1);
+        let npages = offset
+            .checked_add(ulen)
+            .and_then(|n| n.checked_add(PAGE_SIZE - 1))
+            .ok_or(EINVAL)?
+            >> PAGE_SHIFT;
+
+        // SAFETY: `dev` is a live device; a NULL attribute bundle selects the plain virtual
+        // address `addr`.
+        let raw = from_err_ptr(unsafe {
+            bindings::ib_umem_get_attr_or_va(dev.as_raw(), core::ptr::null(), 0, addr, ulen, access)
+        })?;
+        let raw = NonNull::new(raw).ok_or(EINVAL)?;
+        // INVARIANT: `pages` is filled below from the umem's scatterlist before `this` is
+        // handed out; on failure `this` is dropped, releasing the umem.
+        let mut this = Self {
+            raw,
+            pages: KVVec::new(),
+            offset,
+            len: ulen,
+        };
+        this.pages.reserve(npages, GFP_KERNEL)?;
+
+        let mut iter = core::mem::MaybeUninit::<bindings::sg_page_iter>::zeroed();
+        // SAFETY: `raw` is a valid umem whose scatterlist `sgt_append.sgt` was set up by
+        // `ib_umem_get()`; `iter` is valid for writing.
+        unsafe {
+            let sgt = &raw mut (*raw.as_ptr()).sgt_append.sgt;
+            bindings::__sg_page_iter_start(iter.as_mut_ptr(), (*sgt).sgl, (*sgt).orig_nents, 0);
+        }
+        // SAFETY: `iter` was initialised by `__sg_page_iter_start()` above.
+        while unsafe { bindings::__sg_page_iter_next(iter.as_mut_ptr()) } {
+            // SAFETY: `iter` points at a valid page of the scatterlist.
+            let page = unsafe { bindings::sg_page_iter_page(iter.as_mut_ptr()) };
+            let page = NonNull::new(page).ok_or(EINVAL)?;
+            this.pages.push(page, GFP_KERNEL)?;
+        }
+        if this.pages.len() != npages {
+            pr_warn!(
+                "rdma: umem: {} pages pinned, {} expected\n",
+                this.pages.len(),
+                npages
+            );
+            return Err(EINVAL);
+        }
+        Ok(this)
+    }
+
+    /// Returns the length of the region in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Returns `true` if the region is empty (never: pinning an empty range fails).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Returns the offset of the region's first byte in its first page.
+    pub fn page_offset(&self) -> usize {
+        self.offset
+    }
+
+    /// Returns the number of pinned pages.
+    pub fn page_count(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Returns pinned page `index` (`0..page_count()`), in O(1).
+    pub fn page(&self, index: usize) -> Option<BorrowedPage<'_>> {
+        let page = *self.pages.get(index)?;
+        // SAFETY: By the type invariant the page stays pinned while `self` is alive.
+        Some(unsafe { BorrowedPage::from_raw(page) })
+    }
+
+    /// Calls `f(page, offset_in_page, range)` for each page piece of region bytes
+    /// `[off, off + len)`, where `range` is the matching range of `0..len`.
+    fn for_each_piece(
+        &self,
+        off: usize,
+        len: usize,
+        mut f: impl FnMut(&BorrowedPage<'_>, usize, core::ops::Range<usize>) -> Result,
+    ) -> Result {
+        let end = off.checked_add(len).ok_or(EINVAL)?;
+        if end > self.len {
+            return Err(EINVAL);
+        }
+        // Cannot overflow: `self.offset + self.len` fits the page array (type invariant).
+        let mut pos = self.offset + off;
+        let mut done = 0;
+        while done < len {
+            let in_page = pos & (PAGE_SIZE - 1);
+            let n = core::cmp::min(PAGE_SIZE - in_page, len - done);
+            let page = self.page(pos >> PAGE_SHIFT).ok_or(EINVAL)?;
+            f(&page, in_page, done..done + n)?;
+            pos += n;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Copies region bytes `[off, off + dst.len())` into `dst`.
+    ///
+    /// Fails with `EINVAL` if the range is not inside the region.
+    pub fn read(&self, off: usize, dst: &mut [u8]) -> Result {
+        self.for_each_piece(off, dst.len(), |page, in_page, r| {
+            let d = &mut dst[r];
+            // SAFETY: `d` is valid for writing `d.len()` bytes. The page belongs to user space,
+            // which may write it concurrently, exactly as it may while a hardware RDMA device
+            // DMAs from it; the bytes read are then unspecified but the copy is sound.
+            unsafe { page.read_raw(d.as_mut_ptr(), in_page, d.len()) }
+        })
+    }
+
+    /// Copies `src` into region bytes `[off, off + src.len())`.
+    ///
+    /// Fails with `EINVAL` if the range is not inside the region.
+    pub fn write(&self, off: usize, src: &[u8]) -> Result {
+        self.for_each_piece(off, src.len(), |page, in_page, r| {
+            let s = &src[r];
+            // SAFETY: `s` is valid for reading `s.len()` bytes. The page is user memory pinned
+            // for this registration; concurrent user access is allowed as for hardware DMA
+            // (see `read`).
+            unsafe { page.write_raw(s.as_ptr(), in_page, s.len()) }
+        })
+    }
+}
+
+impl Drop for Umem {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant `raw` is a live umem released only here. This may
+        // sleep; `Umem` is only dropped in process context (see the MR documentation).
+        unsafe { bindings::ib_umem_release(self.raw.as_ptr()) };
+    }
+}
