@@ -1803,6 +1803,34 @@ fn verify_04_mismatch_code() {
         Terminate::decode(&term).map(|t| t.code),
         Some(TermCode::new(0, 2, 0xFF))
     );
+    // The mismatch is known only once the whole hash is in, after End:
+    // the Terminate still echoes the Verify Request, until the next FPDU's
+    // first byte arrives.
+    use rsiw_wire::wire::crc::SoftCrc32c;
+    use rsiw_wire::wire::rx::{RxEvent, RxParser};
+    let mut b = req.clone();
+    b.extend_from_slice(&req);
+    let mut p = RxParser::new(cfg_all(true), SoftCrc32c);
+    let mut off = 0;
+    loop {
+        let (n, ev) = p.feed(&b[off..req.len()]);
+        off += n;
+        if ev == RxEvent::End {
+            break;
+        }
+        assert!(
+            !matches!(ev, RxEvent::Error(_) | RxEvent::NeedMore),
+            "{ev:?}"
+        );
+    }
+    assert_eq!(off, req.len());
+    assert_eq!(p.feed(&[]), (0, RxEvent::NeedMore));
+    let mut out = [0u8; TERM_MAX_LEN];
+    let t = p.terminate_for(commit_failure(), TermEcho::Ddp);
+    let n = t.encode(&mut out).unwrap();
+    assert_term_echoes_ddp(&out[..n], &req, [0x02, 0xFF]);
+    assert_eq!(p.feed(&b[off..off + 1]), (1, RxEvent::NeedMore));
+    assert!(p.terminate_for(commit_failure(), TermEcho::Ddp).is_empty());
 }
 
 #[test]

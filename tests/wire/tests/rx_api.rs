@@ -207,3 +207,40 @@ fn tx_mulpdu_change_mid_message() {
     }
     assert_eq!(data.concat(), payload);
 }
+
+#[test]
+fn rx_want_bounds_every_copy() {
+    // A caller copying from an skb (skb_copy_bits) into a small staging
+    // buffer copies at most want() bytes per step: every byte it gives is
+    // consumed, and payload never passes through the staging buffer.
+    let (b, payload) = stream();
+    let mut p = RxParser::new(cfg_all(true), SoftCrc32c);
+    let (mut off, mut placed, mut ends) = (0, Vec::new(), 0);
+    let mut stage = [0u8; 64];
+    while off < b.len() {
+        let w = p.want();
+        assert!(w > 0);
+        if p.payload_remaining() > 0 {
+            let n = w.min(b.len() - off).min(300);
+            p.consume_payload(&b[off..off + n]).unwrap();
+            placed.extend_from_slice(&b[off..off + n]);
+            off += n;
+            continue;
+        }
+        assert!(w <= stage.len(), "header or trailer fits a staging buffer");
+        let n = w.min(b.len() - off).min(5);
+        stage[..n].copy_from_slice(&b[off..off + n]);
+        let (used, ev) = p.feed(&stage[..n]);
+        assert_eq!(used, n);
+        off += n;
+        match ev {
+            RxEvent::NeedMore | RxEvent::Segment(_) => {}
+            RxEvent::End => ends += 1,
+            e => panic!("{e:?}"),
+        }
+    }
+    assert_eq!(ends, 5);
+    assert_eq!(placed[..5000], payload[..]);
+    assert_eq!(placed[5000..], payload[..1001]);
+    assert_eq!(p.want(), 4);
+}

@@ -144,6 +144,9 @@ pub struct RxParser<C: Crc32c> {
     tail_have: usize,
     op: Opcode,
     hstep: u8,
+    /// The last segment ended; its headers stay in `hdr` (for a Terminate
+    /// the driver decides on after `End`) until the next byte arrives.
+    ended: bool,
     err: Option<RxError>,
 }
 
@@ -169,6 +172,7 @@ impl<C: Crc32c> RxParser<C> {
             tail_have: 0,
             op: Opcode::Write,
             hstep: 0,
+            ended: false,
             err: None,
         }
     }
@@ -194,6 +198,31 @@ impl<C: Crc32c> RxParser<C> {
             self.payload_len.saturating_sub(self.payload_done)
         } else {
             0
+        }
+    }
+
+    /// Bytes the parser needs before its next event: the rest of the
+    /// header or trailer being buffered, or the payload still to come
+    /// (which a caller placing payload itself moves and passes to
+    /// [`RxParser::consume_payload`]). Zero after an error.
+    ///
+    /// A caller that copies from non-linear buffers (`skb_copy_bits()`)
+    /// copies at most this many bytes per step, so header bytes never end
+    /// up in a staging buffer together with payload.
+    pub fn want(&self) -> usize {
+        match self.stage {
+            Stage::Header => {
+                if self.ended {
+                    LEN_LEN + 2
+                } else {
+                    self.need.saturating_sub(self.have)
+                }
+            }
+            Stage::Payload => self.payload_remaining(),
+            Stage::Trailer => pad_len(self.ulpdu_len)
+                .saturating_add(CRC_LEN)
+                .saturating_sub(self.tail_have),
+            Stage::Failed => 0,
         }
     }
 
@@ -238,6 +267,11 @@ impl<C: Crc32c> RxParser<C> {
 
     /// Builds the Terminate header for `code`, echoing the current
     /// segment's headers as `echo` asks (and as far as they were received).
+    ///
+    /// The current segment is the one being received or, after
+    /// [`RxEvent::End`] and until more input is fed, the one that just
+    /// ended (for errors found only once the whole segment is in, such as
+    /// a Verify hash mismatch).
     pub fn terminate_for(&self, code: TermCode, echo: TermEcho) -> Terminate {
         let ddp = match (echo, self.ddp_header_bytes()) {
             (TermEcho::None, _) | (_, None) => return Terminate::bare(code),
@@ -478,6 +512,15 @@ impl<C: Crc32c> RxParser<C> {
                     return (used, RxEvent::Error(e));
                 }
                 Stage::Header => {
+                    if self.ended {
+                        if used >= input.len() {
+                            return (used, RxEvent::NeedMore);
+                        }
+                        // The next FPDU starts: drop the ended segment's
+                        // headers.
+                        self.ended = false;
+                        self.have = 0;
+                    }
                     if !self.take_hdr(input, &mut used) {
                         return (used, RxEvent::NeedMore);
                     }
@@ -575,7 +618,7 @@ impl<C: Crc32c> RxParser<C> {
                         }
                     }
                     self.stage = Stage::Header;
-                    self.have = 0;
+                    self.ended = true;
                     self.need = LEN_LEN + 2;
                     self.hstep = 0;
                     return (used, RxEvent::End);
