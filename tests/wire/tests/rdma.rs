@@ -628,6 +628,27 @@ fn rdmap_07_ird_ord_limits() {
     assert_eq!(ird.take(), Err(TermCode::new(0, 2, 7)));
     ird.release();
     assert!(ird.take().is_ok());
+    // A response frees the credit at once, but the request keeps its ring
+    // slot until popped in order: a ring of N takes exactly N.
+    let mut q: OrdQueue<2> = OrdQueue::new(8);
+    let rd = |i| Request::Read {
+        sink_stag: i,
+        sink_to: 0,
+        size: 1,
+    };
+    q.issue(rd(1)).unwrap();
+    q.issue(rd(2)).unwrap();
+    assert_eq!(q.issue(rd(3)), Err(OrdBusy::RingFull));
+    assert_eq!(q.on_read_response(1, 0, 1, true), Ok(true));
+    assert_eq!(q.inflight(), 1);
+    assert_eq!(q.issue(rd(3)), Err(OrdBusy::RingFull));
+    assert_eq!(q.pop_completed(), Some(rd(1)));
+    q.issue(rd(3)).unwrap();
+    assert_eq!(q.on_read_response(2, 0, 1, true), Ok(true));
+    assert_eq!(q.on_read_response(3, 0, 1, true), Ok(true));
+    assert_eq!(q.pop_completed(), Some(rd(2)));
+    assert_eq!(q.pop_completed(), Some(rd(3)));
+    assert!(q.is_empty());
 }
 
 #[test]
