@@ -549,7 +549,17 @@ fn rdmap_05_read_response_matching() {
         q.on_read_response(5, 100, 11, true),
         Err(TermCode::new(1, 1, 1))
     );
+    // Overrunning the Read is caught in the segment that overruns, L=0
+    // or not (T-20), and places nothing.
+    assert_eq!(
+        q.on_read_response(5, 100, 11, false),
+        Err(TermCode::new(1, 1, 1))
+    );
     assert_eq!(q.on_read_response(5, 100, 4, false), Ok(false));
+    assert_eq!(
+        q.on_read_response(5, 104, 7, false),
+        Err(TermCode::new(1, 1, 1))
+    );
     assert_eq!(q.on_read_response(5, 104, 6, true), Ok(true));
     // Nothing outstanding: 1/1/00.
     assert_eq!(
