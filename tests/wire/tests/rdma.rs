@@ -1785,6 +1785,28 @@ fn verify_01_request_with_optional_hash() {
         Segmenter::new(big, 1000).err(),
         Some(TxError::MulpduTooSmall)
     );
+    // Exactly one full segment (MULPDU 1000 - 18 - 16 = 966 hash bytes)
+    // is fine and is sent as one FPDU with L=1; one byte more is not.
+    let fit = msg(
+        Opcode::VerifyRequest,
+        untagged(1),
+        Body::VerifyRequest(v),
+        966,
+    );
+    let mut sg = Segmenter::new(fit, 1000).unwrap();
+    let p = sg.next_fpdu().unwrap();
+    assert_eq!((p.ulpdu_len, p.payload_len, p.last), (1000, 966, true));
+    assert!(sg.next_fpdu().is_none());
+    let over = msg(
+        Opcode::VerifyRequest,
+        untagged(1),
+        Body::VerifyRequest(v),
+        967,
+    );
+    assert_eq!(
+        Segmenter::new(over, 1000).err(),
+        Some(TxError::MulpduTooSmall)
+    );
 }
 
 #[test]
