@@ -17,7 +17,12 @@
 //! A caller that moves payload itself (for example `skb_copy_bits()` straight
 //! into memory region pages) uses [`RxParser::payload_remaining`] and
 //! [`RxParser::consume_payload`] instead of the `Payload` event, handing the
-//! bytes it placed to the CRC.
+//! bytes it placed to the CRC, and copies header and trailer bytes at most
+//! [`RxParser::want`] at a time into a small staging buffer for
+//! [`RxParser::feed`]. Placed data is not known good before `End`: the
+//! driver completes nothing earlier. Errors found only at `End` (a Verify
+//! mismatch) still get the segment's headers in [`RxParser::terminate_for`]
+//! until more input is fed.
 //!
 //! On any violation the parser stops in a failed state and returns
 //! [`RxEvent::Error`] with the Terminate code and which header to echo;
