@@ -283,8 +283,25 @@ proptest! {
         let mut out = [0u8; 18];
         let n = h.encode(&mut out).unwrap();
         prop_assert_eq!(n, if op.is_tagged() { 14 } else { 18 });
-        prop_assert_eq!(out[0] & DDP_L != 0, last);
-        prop_assert_eq!(out[1] & OPCODE_MASK5, op as u8);
+        // Byte 0: T, L, reserved 0, DV = 1. Byte 1: RV = 01b, opcode.
+        let t = if op.is_tagged() { 0x80 } else { 0 };
+        prop_assert_eq!(out[0], t | if last { 0x40 } else { 0 } | 0x01);
+        prop_assert_eq!(out[1], 0x40 | op as u8);
+        match placement {
+            Placement::Tagged { stag, to } => {
+                prop_assert_eq!(&out[2..6], &stag.to_be_bytes());
+                prop_assert_eq!(&out[6..14], &to.to_be_bytes());
+            }
+            Placement::Untagged { inv_stag, qn, msn, mo } => {
+                // The Invalidate STag is sent only by the opcodes that
+                // carry one; the field is reserved (0) otherwise.
+                let inv = if op.has_invalidate() { inv_stag } else { 0 };
+                prop_assert_eq!(&out[2..6], &inv.to_be_bytes());
+                prop_assert_eq!(&out[6..10], &qn.to_be_bytes());
+                prop_assert_eq!(&out[10..14], &msn.to_be_bytes());
+                prop_assert_eq!(&out[14..18], &mo.to_be_bytes());
+            }
+        }
     }
 
     #[test]

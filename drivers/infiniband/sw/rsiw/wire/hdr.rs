@@ -317,8 +317,15 @@ impl DdpHeader {
                 msn,
                 mo,
             } => {
+                // Reserved (zero) unless the opcode carries an
+                // Invalidate STag (RFC 5040 §4.3).
+                let inv = if self.opcode.has_invalidate() {
+                    inv_stag
+                } else {
+                    0
+                };
                 let ok = put(out, 0, &[c0, c1])
-                    && put(out, 2, &inv_stag.to_be_bytes())
+                    && put(out, 2, &inv.to_be_bytes())
                     && put(out, 6, &qn.to_be_bytes())
                     && put(out, 10, &msn.to_be_bytes())
                     && put(out, 14, &mo.to_be_bytes());
