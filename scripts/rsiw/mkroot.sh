@@ -46,11 +46,15 @@ read -r -d '' BOOT_STUB <<'EOF' || true
 exec /rsiw/guest/init "$@"
 EOF
 
+# The stamp covers the package list, the boot stub and the recipe: the
+# build function's code (declare -f drops comments, so editing those does
+# not rebuild).
 want_stamp() {
 	{
 		echo "suite=$SUITE recipe=$RECIPE"
 		printf '%s\n' "${PACKAGES[@]}" | sort
 		echo "$BOOT_STUB"
+		declare -f build
 	} | sha256sum | cut -d' ' -f1
 }
 
@@ -142,17 +146,34 @@ build() {
 
 	want_stamp >"$tmp/.rsiw-root"
 	chmod 755 "$tmp"
-	rm -rf --one-file-system "$ROOT.old"
-	[ -d "$ROOT" ] && mv "$ROOT" "$ROOT.old"
+	# Running VMs keep using the old root (QEMU holds its directory open), so
+	# move it aside and remove old roots only once no test can still use them.
+	[ -d "$ROOT" ] && mv "$ROOT" "$ROOT.old-$(date +%s)"
 	mv "$tmp" "$ROOT"
-	rm -rf --one-file-system "$ROOT.old"
+	local old now
+	now=$(date +%s)
+	for old in "$ROOT".old-*; do
+		[ -d "$old" ] || continue
+		[ $((now - ${old##*.old-})) -lt 10800 ] || rm -rf --one-file-system "$old"
+	done
 	trap - EXIT
 	rsiw_log "guest root ready ($((SECONDS - t0)) s, $(du -sh "$ROOT" | cut -f1)): $ROOT"
 }
 
+# One build at a time (test runners call this script): wait for a running
+# build, then look again whether the root is up to date.
+lock() {
+	mkdir -p "$RSIW_CACHE"
+	exec 8>"$RSIW_CACHE/rootfs.lock"
+	flock -n 8 || { rsiw_log "another guest root build is running; waiting"; flock 8; }
+}
+
 case "${1:-}" in
-"") up_to_date && { rsiw_log "guest root up to date: $ROOT"; exit 0; }; build ;;
---force) build ;;
+"") up_to_date && { rsiw_log "guest root up to date: $ROOT"; exit 0; }
+	lock
+	up_to_date && { rsiw_log "guest root up to date: $ROOT"; exit 0; }
+	build ;;
+--force) lock; build ;;
 path) echo "$ROOT" ;;
 --check) up_to_date ;;
 *) rsiw_die "usage: $0 [--force|--check|path]" ;;
