@@ -131,6 +131,26 @@ fn mpa_03_revisions() {
         FrameHeader::parse(f5[..20].try_into().unwrap(), FrameKind::Request),
         Err(MpaError::BadRev)
     );
+    // Rev 0 is never sent, with or without enhanced data; enhanced data
+    // needs Rev 2.
+    let mut b = [0u8; MAX_FRAME];
+    let e = enh(1, 1, false, RtrSet::NONE);
+    assert_eq!(
+        encode_frame(FrameKind::Request, 0, 0, None, b"", &mut b),
+        Err(MpaError::BadRev)
+    );
+    assert_eq!(
+        encode_frame(FrameKind::Request, 0, 0, Some(&e), b"", &mut b),
+        Err(MpaError::BadRev)
+    );
+    assert_eq!(
+        encode_frame(FrameKind::Request, 0, 1, Some(&e), b"", &mut b),
+        Err(MpaError::BadRev)
+    );
+    assert_eq!(
+        encode_frame(FrameKind::Request, 0, 2, Some(&e), b"", &mut b),
+        Ok(24)
+    );
 }
 
 #[test]
@@ -225,6 +245,12 @@ fn mpa_06_reject_carries_pd_and_ird_ord() {
         b"0123456789",
     );
     let h = hdr(&rep, FrameKind::Reply);
+    // The flag bits on the wire: M 0x80, C 0x40, R 0x20, S 0x10.
+    assert_eq!(
+        (FLAG_M, FLAG_C, FLAG_R, FLAG_S, FLAG_RES),
+        (0x80, 0x40, 0x20, 0x10, 0x0F)
+    );
+    assert_eq!(rep[16], 0x30, "R=1, S=1 in the reject");
     let fr = Frame::from_parts(h, &rep[20..]).unwrap();
     assert_eq!(fr.ulp_pd, b"0123456789");
     assert_eq!(
@@ -265,6 +291,11 @@ fn mpa_07_private_data_limits() {
         Ok(532)
     );
     assert_eq!(u16::from_be_bytes([b[18], b[19]]), 512);
+    // Incoming PD_Length 512 is fine.
+    let f = frame(FrameKind::Request, 0, 1, None, &[7; 512]);
+    let mut r = FrameReader::new(FrameKind::Request);
+    assert_eq!(r.feed(&f), (532, ReadStatus::Done));
+    assert_eq!(r.frame().unwrap().unwrap().ulp_pd, &[7; 512][..]);
     // Incoming PD_Length 513: invalid frame.
     let mut f = frame(FrameKind::Request, 0, 1, None, b"");
     f[18..20].copy_from_slice(&513u16.to_be_bytes());
@@ -927,9 +958,23 @@ fn mpa_21_sanity_clamping() {
     match respond(&huge, &req) {
         ResponderAction::Accept {
             enhanced: Some(e), ..
-        } => assert!(e.ird <= IRD_ORD_MAX),
+        } => assert_eq!(e.ird, 0x3FFE),
         a => panic!("{a:?}"),
     }
+    // A local value above 14 bits is clamped to 0x3FFE on the wire, never
+    // to 0x3FFF (which would mean "ULP negotiated").
+    assert_eq!(IRD_ORD_MAX, 0x3FFE);
+    let (_, _, e) = initiator_request(&LocalConfig {
+        max_rev: 2,
+        ird: 0x4000,
+        ord: 0xFFFE,
+        max_ird: 0xFFFF,
+        max_ord: 0xFFFF,
+        ..Default::default()
+    });
+    let e = e.unwrap();
+    assert_eq!((e.ird, e.ord), (0x3FFE, 0x3FFE));
+    assert_eq!(e.encode(), [0x3F, 0xFE, 0x3F, 0xFE]);
 }
 
 #[test]
@@ -1086,6 +1131,10 @@ fn mpa_26_mulpdu_and_any_chunking() {
     assert_eq!(mulpdu_from_mss(9000), Some(8994));
     assert_eq!(mulpdu_from_mss(100_000), Some(65534));
     assert_eq!(mulpdu_from_mss(40), None);
+    // The smallest MULPDU carries an untagged header and an Atomic Request
+    // (18 + 52 = 70 bytes): MSS 76 gives 70, MSS 75 is too small.
+    assert_eq!(mulpdu_from_mss(76), Some(70));
+    assert_eq!(mulpdu_from_mss(75), None);
     for mss in [576u32, 1448, 1460, 4096, 8948, 65536] {
         let m = mulpdu_from_mss(mss).unwrap() as usize;
         assert!(fpdu_len(m) <= mss as usize);

@@ -15,7 +15,7 @@ use rsiw_wire::wire::crc::SoftCrc32c;
 use rsiw_wire::wire::hdr::{Body, Opcode, Placement};
 use rsiw_wire::wire::rx::{RxEvent, RxParser, Segment};
 use rsiw_wire::wire::term::{LlpCode, TermCode};
-use rsiw_wire::wire::tx::{Segmenter, TxError};
+use rsiw_wire::wire::tx::{sg_pieces, Segmenter, SgPiece, TxError};
 
 /// Feeds `bytes` in `chunk`-sized pieces, placing payload through
 /// `consume_payload` in `place`-sized pieces. Returns the segments, the
@@ -243,4 +243,33 @@ fn rx_want_bounds_every_copy() {
     assert_eq!(placed[..5000], payload[..]);
     assert_eq!(placed[5000..], payload[..1001]);
     assert_eq!(p.want(), 4);
+}
+
+#[test]
+fn tx_sg_pieces_at_element_boundary() {
+    // A range starting exactly at an element boundary starts in the next
+    // element, with no empty piece for the one before.
+    let lens = [10u64, 0, 20, 5];
+    let p: Vec<SgPiece> = sg_pieces(&lens, 10, 25).collect();
+    assert_eq!(
+        p,
+        [
+            SgPiece {
+                index: 2,
+                offset: 0,
+                len: 20
+            },
+            SgPiece {
+                index: 3,
+                offset: 0,
+                len: 5
+            }
+        ]
+    );
+    let p: Vec<SgPiece> = sg_pieces(&lens, 9, 2).collect();
+    assert_eq!(p.len(), 2);
+    assert_eq!((p[0].index, p[0].offset, p[0].len), (0, 9, 1));
+    assert_eq!((p[1].index, p[1].offset, p[1].len), (2, 0, 1));
+    assert_eq!(sg_pieces(&lens, 35, 1).count(), 0);
+    assert_eq!(sg_pieces(&lens, 0, 0).count(), 0);
 }
