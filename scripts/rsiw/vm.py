@@ -211,6 +211,7 @@ class VM:
     net: str = "lone"               # none | lone | server | client
     port: int = 0                   # stream netdev port (server/client)
     env: dict = field(default_factory=dict)
+    kargs: list = field(default_factory=list)  # extra kernel command line
 
     @property
     def index(self) -> int:
@@ -307,7 +308,7 @@ def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
         "ro", "init=/rsiw-boot", "panic=-1", "mitigations=off",
         "no_hash_pointers", "printk.devkmsg=on", "printk.time=1",
         f"rsiwvm.role={vm.role}", f"rsiwvm.index={vm.index}",
-    ] + (["rsiwvm.trace"] if os.environ.get("RSIW_TRACE_INIT") else []))
+    ] + (["rsiwvm.trace"] if os.environ.get("RSIW_TRACE_INIT") else []) + vm.kargs)
     argv = ["qemu-system-x86_64", "-nodefaults", "-no-user-config",
             "-display", "none", "-vga", "none", "-no-reboot",
             "-machine", "pc", "-accel", accel, "-cpu", "max,la57=off" if accel == "tcg" else "host",
@@ -526,11 +527,11 @@ def shell(args) -> int:
     kernel = Kernel.snapshot(variant, out / ".kernel")
     root = rootfs()
     accel = args.accel or choose_accel(kernel, root)
-    vm = VM(driver=args.driver, net=args.net)
+    vm = VM(driver=args.driver, net=args.net, kargs=args.karg)
     vms = [vm]
     if args.peer:
         # VM b in the background, its console in console-b.log.
-        peer = VM("b", args.peer, args.peer_cmd)
+        peer = VM("b", args.peer, args.peer_cmd, kargs=args.karg)
         vms.append(peer)
         port = free_port()
         vm.net, vm.port, peer.net, peer.port = "server", port, "client", port
@@ -624,6 +625,8 @@ def main() -> int:
         p.add_argument("--mem", type=int, help="MiB per VM (default 2048 debug, 1024 bench; $RSIW_VM_MEM)")
         p.add_argument("--smp", type=int, help="vCPUs per VM (default 2 for one VM, 1 each for two; $RSIW_VM_SMP)")
         p.add_argument("--out", help="output directory (default $RSIW_CACHE/logs/<time>-<op>)")
+        p.add_argument("--karg", action="append", default=[], metavar="ARG",
+                       help="extra kernel command line argument (repeatable), e.g. kunit.enable=0")
 
     p = sub.add_parser("run", help="boot VM(s), run a command, check the consoles")
     common(p)
@@ -670,9 +673,9 @@ def main() -> int:
         finally:
             shutil.rmtree(cache() / "logs" / "kvm-probe" / ".kernel", ignore_errors=True)
         return 0
-    vms = [VM("a", args.driver, args.cmd, args.net)]
+    vms = [VM("a", args.driver, args.cmd, args.net, kargs=args.karg)]
     if args.vms == 2:
-        vms.append(VM("b", args.driver_b, args.cmd_b or args.cmd))
+        vms.append(VM("b", args.driver_b, args.cmd_b or args.cmd, kargs=args.karg))
     r = run(vms, args.variant, Path(args.out) if args.out else None, args.timeout,
             args.accel, echo=not args.quiet, mem=args.mem, smp=args.smp)
     for v in r.vms:

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=1 driver=rsiw timeout=300
+# rsiw-test: vms=1 driver=rsiw timeout=400 kunit=1
 #
 # Load rsiw with its KUnit suites (CONFIG_RDMA_RSIW_KUNIT_TEST=y): they run
 # at module load and print KTAP to the kernel log. Every suite must pass.
