@@ -466,6 +466,47 @@ fn mpa_10_responder_ird_ord() {
         }
         a => panic!("{a:?}"),
     }
+    // Responder ORD equal to the initiator's IRD is fine (only a larger
+    // one is refused, X-10): ORD 4 against IRD 4 is accepted as 4.
+    let c4 = LocalConfig {
+        max_rev: 2,
+        ird: 4,
+        ord: 4,
+        relaxed_ord: false,
+        ..Default::default()
+    };
+    let r4 = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(4, 4, false, RtrSet::NONE)),
+        b"",
+    );
+    match respond(&c4, &r4) {
+        ResponderAction::Accept {
+            enhanced: Some(e),
+            params,
+            ..
+        } => {
+            assert_eq!((e.ird, e.ord), (4, 4));
+            assert_eq!((params.ird, params.ord), (4, 4));
+        }
+        a => panic!("{a:?}"),
+    }
+    let r3 = frame(
+        FrameKind::Request,
+        0,
+        2,
+        Some(enh(3, 4, false, RtrSet::NONE)),
+        b"",
+    );
+    assert!(matches!(
+        respond(&c4, &r3),
+        ResponderAction::Reject {
+            reason: RejectReason::InsufficientIrd,
+            ..
+        }
+    ));
 }
 
 #[test]
