@@ -783,6 +783,36 @@ fn mpa_15_initiator_rtr_choice_and_failure() {
         initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]),
         InitiatorAction::Terminate(TermCode::llp(LlpCode::NoMatchingRtr))
     );
+    // A Read RTR uses one ORD slot even if the ULP asked for none; a Write
+    // RTR does not.
+    let rd = RtrSet {
+        send: false,
+        write: false,
+        read: true,
+    };
+    let wr = RtrSet {
+        send: false,
+        write: true,
+        read: false,
+    };
+    for (rtr, kind, want_ord) in [(rd, RtrKind::Read, 1), (wr, RtrKind::Write, 0)] {
+        let icfg = LocalConfig {
+            max_rev: 2,
+            p2p: true,
+            rtr,
+            ird: 0,
+            ord: 0,
+            ..Default::default()
+        };
+        let rep = frame(FrameKind::Reply, 0, 2, Some(enh(1, 0, true, rtr)), b"");
+        match initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]) {
+            InitiatorAction::Established(p) => {
+                assert_eq!(p.rtr_send, Some(kind));
+                assert_eq!(p.ord, want_ord, "{kind:?}");
+            }
+            a => panic!("{a:?}"),
+        }
+    }
 }
 
 #[test]
