@@ -72,14 +72,15 @@ const SUPPORTED_ACCESS: i32 = access::LOCAL_WRITE
     | access::REMOTE_ATOMIC
     | access::FLUSH_GLOBAL
     | access::FLUSH_PERSISTENT
+    | access::HUGETLB
     | access::OPTIONAL;
 
 /// Validates the `IB_ACCESS_*` flags of a registration and returns the rights they grant.
 ///
 /// Fails with `EINVAL` for remote write or atomic without local write (the verbs rule; ib_core
 /// checks it for user registrations already) and with `EOPNOTSUPP` for unsupported flags
-/// (memory window binding, zero-based addresses, on-demand paging, ...). Optional flags such as
-/// relaxed ordering are ignored.
+/// (memory window binding, zero-based addresses, on-demand paging, ...). Hints (huge pages) and
+/// optional flags (relaxed ordering) are ignored.
 pub(crate) fn mr_rights(flags: i32) -> Result<Rights> {
     if flags & (access::REMOTE_WRITE | access::REMOTE_ATOMIC) != 0
         && flags & access::LOCAL_WRITE == 0
