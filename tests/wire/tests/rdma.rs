@@ -1012,6 +1012,35 @@ fn ext_03_registries() {
         (QN_SEND, QN_READ_REQ, QN_TERMINATE, QN_RESPONSE),
         (0, 1, 2, 3)
     );
+    // Which extension (and so which negotiated feature) each opcode needs:
+    // 0x0-0x7 RFC 5040, 0x8-0xB RFC 7306, 0xC-0x11 the commit draft.
+    for op in Opcode::ALL {
+        let want = match op as u8 {
+            0x0..=0x7 => Extension::Base,
+            0x8..=0xB => Extension::Rfc7306,
+            0xC..=0x11 => Extension::Commit,
+            v => panic!("opcode {v:#x}"),
+        };
+        assert_eq!(op.extension(), want, "{op:?}");
+    }
+    // An RFC 7306 message with only RFC 7306 enabled parses; with only the
+    // commit extensions enabled it is an unexpected opcode (0/2/06).
+    let imm = encode(
+        msg(Opcode::ImmData, untagged(1), Body::Immediate([9; 8]), 0),
+        &[],
+        1000,
+        false,
+    );
+    let only = |rfc7306, commit| RxConfig {
+        rfc7306,
+        commit,
+        ..RxConfig::default()
+    };
+    assert_eq!(one(only(true, false), &imm).hdr.opcode, Opcode::ImmData);
+    assert_eq!(
+        parse_err(only(false, true), &imm).code,
+        TermCode::new(0, 2, 6)
+    );
 }
 
 #[test]
