@@ -362,7 +362,9 @@ impl Driver for RsiwDevice {
         mem::mr_rights(access)
             .and_then(|rights| dev.mrs.take().map(|()| rights))
             .and_then(|rights| {
-                dev.mem.add_dma(pd_id(pd), rights).inspect_err(|_| dev.mrs.put())
+                dev.mem
+                    .add_dma(pd_id(pd), rights)
+                    .inspect_err(|_| dev.mrs.put())
             })
     }
 

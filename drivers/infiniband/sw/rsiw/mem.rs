@@ -21,7 +21,7 @@
 //! so copies in progress (which run under the RCU read lock) finish before the pages are
 //! unpinned, in process context.
 
-#![allow(dead_code, reason = "the data path (next issue) calls the access check and copies")]
+#![allow(dead_code, reason = "the data path (next issue) uses these")]
 
 use crate::{
     stag::{

@@ -14,7 +14,7 @@
 //! goes through it (via [`crate::mem::MemTable::check`]). It is pure, so the KUnit suite below
 //! covers it exhaustively.
 
-#![allow(dead_code, reason = "the data path (next issue) calls the access check and copies")]
+#![allow(dead_code, reason = "the data path (next issue) uses these")]
 
 use crate::wire::atomic::Fault;
 
