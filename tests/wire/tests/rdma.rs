@@ -610,7 +610,7 @@ fn rdmap_06_read_request_errors_echo_rdma_header() {
     let mut out = [0u8; 64];
     let len = t.encode(&mut out).unwrap();
     assert_eq!(len, 4 + 2 + 18 + 28);
-    assert_eq!(out[2] & 0xE0, 0xE0); // M, D, R
+    assert_eq!(&out[2..4], &[0xE0, 0x00]); // M, D, R; reserved bits zero
     assert_eq!(&out[24..52], &rr.encode());
     assert!(n > 0);
 }
@@ -877,6 +877,24 @@ fn term_02_code_tables() {
     assert!(!TermCode::new(1, 2, 0).is_known());
     assert!(TermCode::new(1, 0, 0).is_known());
     assert!(!TermCode::new(3, 0, 1).is_known());
+    // The whole TERM-02 table, every triple: exactly these are defined.
+    for layer in 0..16u8 {
+        for etype in 0..16u8 {
+            for ecode in 0..=255u8 {
+                let want = match (layer, etype) {
+                    (0, 0) | (1, 0) => ecode == 0,
+                    (0, 1) => matches!(ecode, 0..=4 | 9 | 0xFF),
+                    (0, 2) => matches!(ecode, 5..=9 | 0xFF),
+                    (1, 1) => ecode <= 4,
+                    (1, 2) => matches!(ecode, 1..=6),
+                    (2, 0) => matches!(ecode, 1..=7),
+                    _ => false,
+                };
+                let t = TermCode::new(layer, etype, ecode);
+                assert_eq!(t.is_known(), want, "{layer}/{etype}/{ecode:#x}");
+            }
+        }
+    }
     for b in 0..=255u8 {
         let t = TermCode::from_bytes([b, 0x42]);
         assert_eq!(t.to_bytes(), [b, 0x42]);

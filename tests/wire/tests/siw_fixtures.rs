@@ -1056,6 +1056,9 @@ fn siw_terminate_little_endian_layout() {
     let t = Terminate::decode_compat(&u).expect("siw layout");
     assert_eq!(t.code, TermCode::new(1, 2, 1));
     assert_eq!(t.ddp_hdr_len, 18);
+    // siw's bits in byte 2: M 0x01, D 0x02, R 0x04.
+    use rsiw_wire::wire::term::{SIW_LE_TERM_D, SIW_LE_TERM_M, SIW_LE_TERM_R};
+    assert_eq!((SIW_LE_TERM_M, SIW_LE_TERM_D, SIW_LE_TERM_R), (1, 2, 4));
     // M, D and R (Read Request echoed) in siw's bits.
     let mut r = vec![0x10, 0x00, 0x07, 0x00, 0x00, 0x00];
     r.extend_from_slice(&[0x41, 0x41, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0]);
