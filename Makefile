@@ -10,6 +10,7 @@
 SHELL := /bin/bash
 S := scripts/rsiw
 T ?=
+ARGS ?=
 
 .PHONY: help setup kernel kernel-bench rootfs demo check check-host check-vm \
 	shell bench module
@@ -19,7 +20,7 @@ help:
 	@echo "make check       all tests: host (cargo), kernel build, VM tests + KUnit"
 	@echo "make check-host  host tests of the wire core only"
 	@echo "make check-vm    VM tests; T='filter' selects cases"
-	@echo "make shell       a shell in a VM running the debug kernel"
+	@echo "make shell       a shell in a VM running the debug kernel (ARGS='--peer siw')"
 	@echo "make bench       rsiw against siw in identical VMs"
 	@echo "make kernel      build the debug kernel (kernel-bench: the bench kernel)"
 	@echo "make rootfs      build the Debian 13 guest root"
@@ -49,7 +50,7 @@ check-vm: kernel rootfs
 	tests/vm/run $(T)
 
 shell: kernel rootfs
-	$(S)/vm.py shell
+	$(S)/vm.py shell $(ARGS)
 
 bench: setup
 	$(S)/bench.sh
