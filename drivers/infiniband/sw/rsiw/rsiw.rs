@@ -18,6 +18,8 @@ mod crc;
 mod device;
 mod limits;
 mod mem;
+#[cfg(CONFIG_RDMA_RSIW_KUNIT_TEST)]
+mod net_test;
 mod stag;
 
 /// The sans-IO iWARP wire core: MPA, DDP, RDMAP framing and validation.
