@@ -13,7 +13,7 @@ T ?=
 ARGS ?=
 
 .PHONY: help setup kernel kernel-bench rootfs demo check check-host check-vm \
-	shell bench module
+	shell bench
 
 help:
 	@echo "make demo        build, boot, attach rsiw to a netdev, show it working"
@@ -53,4 +53,5 @@ shell: kernel rootfs
 	$(S)/vm.py shell $(ARGS)
 
 bench: setup
-	$(S)/bench.sh
+	@if [ -x $(S)/bench.sh ]; then $(S)/bench.sh; else \
+		echo "make bench: not implemented yet (it needs the data path, issue 5)"; exit 1; fi
