@@ -57,6 +57,11 @@ use super::{
         PortAttr,
         PortImmutable, //
     },
+    iwcm::{
+        CmId,
+        ConnParam,
+        IwOps, //
+    },
     link::NewLink,
     object::{
         Cq,
@@ -297,6 +302,52 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// [`Driver::get_dma_mr`] or [`Driver::reg_user_mr`]; the abstraction stores them in the
     /// `struct ib_mr`.
     fn mr_keys(mr: &Self::Mr) -> (u32, u32);
+
+    // iWARP connection manager operations (see [`super::iwcm`] for their contexts). They are
+    // installed together when the driver implements `iw_connect`; a driver that does must
+    // implement all eight.
+
+    /// Starts listening on `id`'s mapped local address (`iw_create_listen`). May sleep.
+    fn iw_create_listen(_dev: &Device<Self>, _id: &CmId, _backlog: u32) -> Result {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Stops listening on `id` (`iw_destroy_listen`). May sleep.
+    fn iw_destroy_listen(_dev: &Device<Self>, _id: &CmId) -> Result {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Connects to `id`'s mapped remote address with the QP `param.qpn()` (`iw_connect`);
+    /// reports the outcome with a `ConnectReply` event. May sleep.
+    fn iw_connect(_dev: &Device<Self>, _id: &CmId, _param: &ConnParam<'_>) -> Result {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Accepts the connection request behind `id` (`iw_accept`); reports `Established`.
+    /// May sleep.
+    fn iw_accept(_dev: &Device<Self>, _id: &CmId, _param: &ConnParam<'_>) -> Result {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Rejects the connection request behind `id` with `private_data` (`iw_reject`). May sleep.
+    fn iw_reject(_dev: &Device<Self>, _id: &CmId, _private_data: &[u8]) -> Result {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Returns the QP numbered `qpn` (`iw_get_qp`). Atomic context.
+    fn iw_get_qp(_dev: &Device<Self>, _qpn: u32) -> Option<&Qp<Self>> {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Takes a reference on a QP for the iw_cm (`iw_add_ref`). Atomic context.
+    fn iw_add_ref(_qp: &Qp<Self>) {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Drops a reference taken by [`Driver::iw_add_ref`] (`iw_rem_ref`). Atomic context.
+    fn iw_rem_ref(_qp: &Qp<Self>) {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
 }
 
 /// The size in bytes of a type as allocated by `kmalloc()`.
@@ -770,6 +821,46 @@ impl<T: Driver> VTable<T> {
         get_dma_mr: Some(Self::get_dma_mr_callback),
         reg_user_mr: Some(Self::reg_user_mr_callback),
         dereg_mr: Some(Self::dereg_mr_callback),
+        iw_create_listen: if T::HAS_IW_CONNECT {
+            Some(IwOps::<T>::create_listen)
+        } else {
+            None
+        },
+        iw_destroy_listen: if T::HAS_IW_CONNECT {
+            Some(IwOps::<T>::destroy_listen)
+        } else {
+            None
+        },
+        iw_connect: if T::HAS_IW_CONNECT {
+            Some(IwOps::<T>::connect)
+        } else {
+            None
+        },
+        iw_accept: if T::HAS_IW_CONNECT {
+            Some(IwOps::<T>::accept)
+        } else {
+            None
+        },
+        iw_reject: if T::HAS_IW_CONNECT {
+            Some(IwOps::<T>::reject)
+        } else {
+            None
+        },
+        iw_get_qp: if T::HAS_IW_CONNECT {
+            Some(IwOps::<T>::get_qp)
+        } else {
+            None
+        },
+        iw_add_ref: if T::HAS_IW_CONNECT {
+            Some(IwOps::<T>::add_ref)
+        } else {
+            None
+        },
+        iw_rem_ref: if T::HAS_IW_CONNECT {
+            Some(IwOps::<T>::rem_ref)
+        } else {
+            None
+        },
         size_ib_ucontext: kmalloc_size::<Ucontext<T>>(),
         size_ib_pd: kmalloc_size::<Pd<T>>(),
         size_ib_cq: kmalloc_size::<Cq<T>>(),

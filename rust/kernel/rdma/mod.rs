@@ -12,12 +12,14 @@
 //!   "C struct at offset 0, driver data behind it" pattern.
 //! - [`attr`]: device and port attributes, GIDs and events.
 //! - [`udata`]: driver-private data of uverbs commands.
+//! - [`iwcm`]: the iWARP connection manager's provider operations and connection ids.
 //! - [`link`]: `rdma link` types, which create devices and fence their lifetime.
 //! - [`mr`]: memory region access flags, keys and the STag index table.
 //! - [`umem`]: pinned user memory (`ib_umem`) with page lookup and copy helpers.
 
 pub mod attr;
 pub mod device;
+pub mod iwcm;
 pub mod link;
 pub mod mr;
 pub mod object;
