@@ -12,6 +12,11 @@ __rust_helper struct ib_ucontext *rust_helper_rdma_udata_to_ucontext(struct ib_u
 	return udata ? rdma_udata_to_uverbs_attr_bundle(udata)->context : NULL;
 }
 
+__rust_helper u64 rust_helper_rdma_user_mmap_get_offset(const struct rdma_user_mmap_entry *entry)
+{
+	return rdma_user_mmap_get_offset(entry);
+}
+
 __rust_helper int rust_helper_ib_is_udata_in_empty(struct ib_udata *udata)
 {
 	return ib_is_udata_in_empty(udata);

@@ -363,6 +363,26 @@ impl EventType {
     pub const GID_CHANGE: Self = Self(bindings::ib_event_type_IB_EVENT_GID_CHANGE);
     /// The LID (for iWARP: the address) of the port changed (`IB_EVENT_LID_CHANGE`).
     pub const LID_CHANGE: Self = Self(bindings::ib_event_type_IB_EVENT_LID_CHANGE);
+    /// A CQ overflowed or failed (`IB_EVENT_CQ_ERR`).
+    pub const CQ_ERR: Self = Self(bindings::ib_event_type_IB_EVENT_CQ_ERR);
+    /// A QP went to the error state because of a fatal error (`IB_EVENT_QP_FATAL`).
+    pub const QP_FATAL: Self = Self(bindings::ib_event_type_IB_EVENT_QP_FATAL);
+    /// A QP detected an invalid request from its peer (`IB_EVENT_QP_REQ_ERR`).
+    pub const QP_REQ_ERR: Self = Self(bindings::ib_event_type_IB_EVENT_QP_REQ_ERR);
+    /// A QP detected an access violation (`IB_EVENT_QP_ACCESS_ERR`).
+    pub const QP_ACCESS_ERR: Self = Self(bindings::ib_event_type_IB_EVENT_QP_ACCESS_ERR);
+    /// The last WQE of a QP attached to an SRQ was consumed (`IB_EVENT_QP_LAST_WQE_REACHED`).
+    pub const QP_LAST_WQE_REACHED: Self =
+        Self(bindings::ib_event_type_IB_EVENT_QP_LAST_WQE_REACHED);
+    /// The connection of a QP was established (`IB_EVENT_COMM_EST`).
+    pub const COMM_EST: Self = Self(bindings::ib_event_type_IB_EVENT_COMM_EST);
+    /// The SQ of a QP drained (`IB_EVENT_SQ_DRAINED`).
+    pub const SQ_DRAINED: Self = Self(bindings::ib_event_type_IB_EVENT_SQ_DRAINED);
+    /// An SRQ failed (`IB_EVENT_SRQ_ERR`).
+    pub const SRQ_ERR: Self = Self(bindings::ib_event_type_IB_EVENT_SRQ_ERR);
+    /// The number of WQEs of an SRQ dropped below its armed limit
+    /// (`IB_EVENT_SRQ_LIMIT_REACHED`).
+    pub const SRQ_LIMIT_REACHED: Self = Self(bindings::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED);
 
     pub(crate) fn as_raw(self) -> bindings::ib_event_type {
         self.0

@@ -63,6 +63,10 @@ use super::{
         IwOps, //
     },
     link::NewLink,
+    mmap::{
+        mmap_callback,
+        mmap_free_callback, //
+    },
     object::{
         Cq,
         CqInitAttr,
@@ -78,6 +82,8 @@ use super::{
         Ucontext,
         Wc, //
     },
+    qp::QpQuery,
+    srq::SrqAttrs,
     udata::Udata,
 };
 use crate::{
@@ -264,9 +270,28 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// that was not posted.
     fn post_send<'a>(qp: &Qp<Self>, wr: &'a SendWr) -> Result<(), PostError<'a, SendWr>>;
 
+    /// Handles a `post_send` without work requests: the send queue doorbell of providers whose
+    /// user space posts through a mapped ring (`IB_USER_VERBS_CMD_POST_SEND` with no WRs).
+    fn doorbell(_qp: &Qp<Self>) -> Result {
+        Ok(())
+    }
+
     /// Posts a chain of receive work requests. On failure returns the error and the first
     /// request that was not posted.
     fn post_recv<'a>(qp: &Qp<Self>, wr: &'a RecvWr) -> Result<(), PostError<'a, RecvWr>>;
+
+    /// Returns the attributes of a queue pair; `mask` (`IB_QP_*`) names the ones asked for.
+    fn query_qp(_qp: &Qp<Self>, _mask: i32) -> Result<QpQuery> {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Returns the number of entries of a completion queue just created by
+    /// [`Driver::create_cq`]; the abstraction reports it to the consumer (`ib_cq.cqe`).
+    fn cq_size(cq: &Self::Cq) -> u32;
+
+    /// Returns the QP number of a queue pair just created by [`Driver::create_qp`]; the
+    /// abstraction stores it in `ib_qp.qp_num`.
+    fn qp_num(qp: &Self::Qp) -> u32;
 
     /// Creates the driver data of a new shared receive queue.
     fn create_srq(
@@ -280,6 +305,30 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// Called before the data of a shared receive queue is dropped.
     fn destroy_srq(_srq: &Srq<Self>, _udata: Option<&Udata>) {}
+
+    /// Modifies the attributes selected by `mask` (`IB_SRQ_*`) of a shared receive queue.
+    fn modify_srq(
+        _srq: &Srq<Self>,
+        _attr: &SrqAttrs,
+        _mask: u32,
+        _udata: Option<&Udata>,
+    ) -> Result {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Returns the attributes of a shared receive queue.
+    fn query_srq(_srq: &Srq<Self>) -> Result<SrqAttrs> {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Posts a chain of receive work requests to a shared receive queue. On failure returns
+    /// the error and the first request that was not posted.
+    fn post_srq_recv<'a>(
+        _srq: &Srq<Self>,
+        _wr: &'a RecvWr,
+    ) -> Result<(), PostError<'a, RecvWr>> {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
 
     /// Creates the driver data of a DMA memory region covering all of memory.
     fn get_dma_mr(pd: &Pd<Self>, access: i32) -> impl PinInit<Self::Mr, Error>;
@@ -797,6 +846,17 @@ impl<T: Driver> VTable<T> {
         } else {
             None
         },
+        // User queues are mapped through `RingBuf` mmap entries.
+        mmap: if T::HAS_ALLOC_UCONTEXT {
+            Some(mmap_callback)
+        } else {
+            None
+        },
+        mmap_free: if T::HAS_ALLOC_UCONTEXT {
+            Some(mmap_free_callback)
+        } else {
+            None
+        },
         alloc_pd: Some(Self::alloc_pd_callback),
         dealloc_pd: Some(Self::dealloc_pd_callback),
         create_cq: Some(Self::create_cq_callback),
@@ -808,6 +868,26 @@ impl<T: Driver> VTable<T> {
         destroy_qp: Some(Self::destroy_qp_callback),
         post_send: Some(Self::post_send_callback),
         post_recv: Some(Self::post_recv_callback),
+        query_qp: if T::HAS_QUERY_QP {
+            Some(Self::query_qp_callback)
+        } else {
+            None
+        },
+        modify_srq: if T::HAS_MODIFY_SRQ {
+            Some(Self::modify_srq_callback)
+        } else {
+            None
+        },
+        query_srq: if T::HAS_QUERY_SRQ {
+            Some(Self::query_srq_callback)
+        } else {
+            None
+        },
+        post_srq_recv: if T::HAS_POST_SRQ_RECV {
+            Some(Self::post_srq_recv_callback)
+        } else {
+            None
+        },
         create_srq: if T::HAS_CREATE_SRQ {
             Some(Self::create_srq_callback)
         } else {
@@ -1054,6 +1134,12 @@ impl<T: Driver> VTable<T> {
             let init = T::create_cq(dev, attr, udata);
             // SAFETY: Per the safety requirements.
             unsafe { Cq::<T>::init_data(cq, init) }?;
+            // SAFETY: The CQ is initialised; ib_core does not use it concurrently before this
+            // callback returns.
+            unsafe {
+                let n = T::cq_size(&Cq::<T>::from_raw(cq));
+                (*cq).cqe = c_int::try_from(n).unwrap_or(c_int::MAX);
+            }
             Ok(0)
         })
     }
@@ -1135,6 +1221,9 @@ impl<T: Driver> VTable<T> {
             let init = T::create_qp(dev, attr, udata);
             // SAFETY: Per the safety requirements.
             unsafe { Qp::<T>::init_data(qp, init) }?;
+            // SAFETY: The QP is initialised; ib_core does not use it concurrently before this
+            // callback returns.
+            unsafe { (*qp).qp_num = T::qp_num(&Qp::<T>::from_raw(qp)) };
             Ok(0)
         })
     }
@@ -1181,15 +1270,21 @@ impl<T: Driver> VTable<T> {
 
     /// # Safety
     ///
-    /// `qp` is a live QP created by `create_qp_callback`; `wr` is a valid chain of work requests
-    /// that stays valid during the call; `bad_wr` is NULL or valid for writes.
+    /// `qp` is a live QP created by `create_qp_callback`; `wr` is NULL or a valid chain of work
+    /// requests that stays valid during the call; `bad_wr` is NULL or valid for writes.
     unsafe extern "C" fn post_send_callback(
         qp: *mut bindings::ib_qp,
         wr: *const bindings::ib_send_wr,
         bad_wr: *mut *const bindings::ib_send_wr,
     ) -> c_int {
         // SAFETY: Per the safety requirements.
-        let (obj, wr) = unsafe { (Qp::<T>::from_raw(qp), SendWr::from_raw(wr)) };
+        let obj = unsafe { Qp::<T>::from_raw(qp) };
+        if wr.is_null() {
+            // uverbs passes no WRs for a user doorbell.
+            return from_result(|| T::doorbell(obj).map(|()| 0));
+        }
+        // SAFETY: Per the safety requirements `wr` is a valid chain (not NULL, checked above).
+        let wr = unsafe { SendWr::from_raw(wr) };
         match T::post_send(obj, wr) {
             Ok(()) => 0,
             Err((e, bad)) => {
@@ -1211,7 +1306,10 @@ impl<T: Driver> VTable<T> {
         wr: *const bindings::ib_recv_wr,
         bad_wr: *mut *const bindings::ib_recv_wr,
     ) -> c_int {
-        // SAFETY: Per the safety requirements.
+        if wr.is_null() {
+            return 0;
+        }
+        // SAFETY: Per the safety requirements; `wr` is not NULL.
         let (obj, wr) = unsafe { (Qp::<T>::from_raw(qp), RecvWr::from_raw(wr)) };
         match T::post_recv(obj, wr) {
             Ok(()) => 0,

@@ -14,14 +14,21 @@
 //! - [`udata`]: driver-private data of uverbs commands.
 //! - [`iwcm`]: the iWARP connection manager's provider operations and connection ids.
 //! - [`link`]: `rdma link` types, which create devices and fence their lifetime.
+//! - [`cq`], [`qp`], [`srq`]: completion queues and work completions, queue pairs and work
+//!   requests, shared receive queues.
+//! - [`mmap`]: queue memory shared with user space and its mmap entries.
 //! - [`mr`]: memory region access flags, keys and the STag index table.
 //! - [`umem`]: pinned user memory (`ib_umem`) with page lookup and copy helpers.
 
 pub mod attr;
+pub mod cq;
 pub mod device;
 pub mod iwcm;
 pub mod link;
+pub mod mmap;
 pub mod mr;
 pub mod object;
+pub mod qp;
+pub mod srq;
 pub mod udata;
 pub mod umem;

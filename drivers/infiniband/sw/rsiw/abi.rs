@@ -16,3 +16,48 @@ pub(crate) struct UrespAllocCtx {
     /// Padding, zero.
     pub(crate) pad: u32,
 }
+
+/// The mmap key of a queue that is not mapped (`SIW_INVAL_UOBJ_KEY`).
+pub(crate) const INVAL_UOBJ_KEY: u64 = 0x08_ffff + 1;
+
+/// Response of `create_cq` (`struct siw_uresp_create_cq`).
+#[repr(C)]
+#[derive(IntoBytes, Immutable)]
+pub(crate) struct UrespCreateCq {
+    /// CQ id.
+    pub(crate) cq_id: u32,
+    /// Number of CQEs in the ring.
+    pub(crate) num_cqe: u32,
+    /// mmap key of the ring (CQEs followed by the `siw_cq_ctrl` arming word).
+    pub(crate) cq_key: u64,
+}
+
+/// Response of `create_qp` (`struct siw_uresp_create_qp`).
+#[repr(C)]
+#[derive(IntoBytes, Immutable)]
+pub(crate) struct UrespCreateQp {
+    /// QP id (the QP number).
+    pub(crate) qp_id: u32,
+    /// Number of SQEs in the send ring.
+    pub(crate) num_sqe: u32,
+    /// Number of RQEs in the receive ring (0 with an SRQ).
+    pub(crate) num_rqe: u32,
+    /// Padding, zero.
+    pub(crate) pad: u32,
+    /// mmap key of the send ring.
+    pub(crate) sq_key: u64,
+    /// mmap key of the receive ring, 0 without one (SRQ).
+    pub(crate) rq_key: u64,
+}
+
+/// Response of `create_srq` (`struct siw_uresp_create_srq`).
+#[repr(C)]
+#[derive(IntoBytes, Immutable)]
+pub(crate) struct UrespCreateSrq {
+    /// Number of RQEs in the ring.
+    pub(crate) num_rqe: u32,
+    /// Padding, zero.
+    pub(crate) pad: u32,
+    /// mmap key of the ring.
+    pub(crate) srq_key: u64,
+}

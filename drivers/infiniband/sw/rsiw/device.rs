@@ -8,6 +8,7 @@
 
 use crate::{
     abi::UrespAllocCtx,
+    cq::RsiwCq,
     limits,
     mem::{
         self,
@@ -15,6 +16,8 @@ use crate::{
         RsiwMr,
         UrespRegMr, //
     },
+    qp::RsiwQp,
+    srq::RsiwSrq,
     stag::PdId, //
 };
 use kernel::{
@@ -71,9 +74,13 @@ use kernel::{
             QpInitAttr,
             RecvWr,
             SendWr,
+            Srq,
+            SrqInitAttr,
             Ucontext,
             Wc, //
         },
+        qp::QpQuery,
+        srq::SrqAttrs,
         udata::Udata,
         umem::Umem,
     },
@@ -88,7 +95,7 @@ use kernel::{
 static NEXT_PART_ID: Atomic<u32> = Atomic::new(1);
 
 /// A bounded counter of objects of one kind.
-struct Counter {
+pub(crate) struct Counter {
     count: Atomic<u32>,
     max: u32,
 }
@@ -102,7 +109,7 @@ impl Counter {
     }
 
     /// Takes a slot, or fails with `ENOMEM` if all `max` are in use.
-    fn take(&self) -> Result {
+    pub(crate) fn take(&self) -> Result {
         if self.count.fetch_add(1, Relaxed) >= self.max {
             self.count.fetch_sub(1, Relaxed);
             return Err(ENOMEM);
@@ -111,7 +118,7 @@ impl Counter {
     }
 
     /// Returns a slot taken with [`Counter::take`].
-    fn put(&self) {
+    pub(crate) fn put(&self) {
         self.count.fetch_sub(1, Relaxed);
     }
 }
@@ -163,6 +170,16 @@ pub(crate) struct RsiwDevice {
     pds: Counter,
     /// Memory regions.
     mrs: Counter,
+    /// Completion queues.
+    pub(crate) cqs: Counter,
+    /// Queue pairs.
+    pub(crate) qps: Counter,
+    /// Shared receive queues.
+    pub(crate) srqs: Counter,
+    /// The next CQ id.
+    next_cq_id: Atomic<u32>,
+    /// The next QP number.
+    next_qpn: Atomic<u32>,
     /// The STag table: every memory region by STag index.
     mem: MemTable,
 }
@@ -176,6 +193,11 @@ impl RsiwDevice {
             contexts: Counter::new(limits::MAX_CONTEXT),
             pds: Counter::new(limits::MAX_PD),
             mrs: Counter::new(limits::MAX_MR),
+            cqs: Counter::new(limits::MAX_CQ),
+            qps: Counter::new(limits::MAX_QP),
+            srqs: Counter::new(limits::MAX_SRQ),
+            next_cq_id: Atomic::new(1),
+            next_qpn: Atomic::new(limits::FIRST_QPN),
             mem: MemTable::new()?,
         })
     }
@@ -189,6 +211,22 @@ impl RsiwDevice {
     fn gid(&self) -> Gid {
         Gid::from_mac(u64_to_mac(self.gid.load(Relaxed)))
     }
+
+    /// Returns a new CQ id (reported to user space; not used for lookups).
+    pub(crate) fn next_cq_id(&self) -> u32 {
+        self.next_cq_id.fetch_add(1, Relaxed)
+    }
+
+    /// Returns a new QP number: a 32-bit counter from [`limits::FIRST_QPN`], skipping 0
+    /// on wrap-around. Numbers repeat only after 2^32 QPs have been created on the device.
+    pub(crate) fn next_qpn(&self) -> u32 {
+        loop {
+            let n = self.next_qpn.fetch_add(1, Relaxed);
+            if n >= limits::FIRST_QPN {
+                return n;
+            }
+        }
+    }
 }
 
 /// Per-ucontext data (nothing yet: rings and mmap entries come with the verbs objects).
@@ -197,10 +235,6 @@ pub(crate) struct RsiwUcontext;
 /// Per-PD data.
 pub(crate) struct RsiwPd;
 
-/// The data of verbs objects rsiw does not implement yet (CQ, QP, SRQ, MR). Uninhabited: their
-/// create methods always fail with `EOPNOTSUPP`.
-pub(crate) enum NotYet {}
-
 #[vtable]
 impl Driver for RsiwDevice {
     const DRIVER_ID: DriverId = DriverId::SIW;
@@ -208,9 +242,9 @@ impl Driver for RsiwDevice {
 
     type Ucontext = RsiwUcontext;
     type Pd = RsiwPd;
-    type Cq = NotYet;
-    type Qp = NotYet;
-    type Srq = NotYet;
+    type Cq = RsiwCq;
+    type Qp = RsiwQp;
+    type Srq = RsiwSrq;
     type Mr = RsiwMr;
 
     fn query_device(dev: &Device<Self>, udata: Option<&Udata>) -> Result<DeviceAttr> {
@@ -322,39 +356,92 @@ impl Driver for RsiwDevice {
     }
 
     fn create_cq(
-        _dev: &Device<Self>,
-        _attr: &CqInitAttr,
-        _udata: Option<&Udata>,
-    ) -> impl PinInit<NotYet, Error> {
-        Err::<NotYet, Error>(EOPNOTSUPP)
+        dev: &Device<Self>,
+        attr: &CqInitAttr,
+        udata: Option<&Udata>,
+    ) -> impl PinInit<RsiwCq, Error> {
+        RsiwCq::new(dev, attr, udata)
     }
 
-    fn poll_cq(_cq: &Cq<Self>, _wc: &mut [Wc]) -> Result<usize> {
-        Err(EOPNOTSUPP)
+    fn destroy_cq(cq: &Cq<Self>, _udata: Option<&Udata>) {
+        cq.device().cqs.put();
     }
 
-    fn req_notify_cq(_cq: &Cq<Self>, _flags: u32) -> Result<bool> {
-        Err(EOPNOTSUPP)
+    fn cq_size(cq: &RsiwCq) -> u32 {
+        cq.size()
+    }
+
+    fn poll_cq(cq: &Cq<Self>, wc: &mut [Wc]) -> Result<usize> {
+        RsiwCq::poll(cq, wc)
+    }
+
+    fn req_notify_cq(cq: &Cq<Self>, flags: u32) -> Result<bool> {
+        RsiwCq::req_notify(cq, flags)
     }
 
     fn create_qp(
-        _dev: &Device<Self>,
-        _attr: &mut QpInitAttr,
+        dev: &Device<Self>,
+        attr: &mut QpInitAttr,
+        udata: Option<&Udata>,
+    ) -> impl PinInit<RsiwQp, Error> {
+        RsiwQp::new(dev, attr, udata)
+    }
+
+    fn qp_num(qp: &RsiwQp) -> u32 {
+        qp.qp_num()
+    }
+
+    fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: i32, _udata: Option<&Udata>) -> Result {
+        RsiwQp::modify(qp, attr, mask)
+    }
+
+    fn query_qp(qp: &Qp<Self>, _mask: i32) -> Result<QpQuery> {
+        RsiwQp::query(qp)
+    }
+
+    fn destroy_qp(qp: &Qp<Self>, _udata: Option<&Udata>) {
+        qp.device().qps.put();
+    }
+
+    fn post_send<'a>(qp: &Qp<Self>, wr: &'a SendWr) -> Result<(), PostError<'a, SendWr>> {
+        RsiwQp::post_send(qp, wr)
+    }
+
+    fn doorbell(qp: &Qp<Self>) -> Result {
+        RsiwQp::doorbell(qp)
+    }
+
+    fn post_recv<'a>(qp: &Qp<Self>, wr: &'a RecvWr) -> Result<(), PostError<'a, RecvWr>> {
+        RsiwQp::post_recv(qp, wr)
+    }
+
+    fn create_srq(
+        dev: &Device<Self>,
+        attr: &mut SrqInitAttr,
+        udata: Option<&Udata>,
+    ) -> impl PinInit<RsiwSrq, Error> {
+        RsiwSrq::new(dev, attr, udata)
+    }
+
+    fn destroy_srq(srq: &Srq<Self>, _udata: Option<&Udata>) {
+        srq.device().srqs.put();
+    }
+
+    fn modify_srq(
+        srq: &Srq<Self>,
+        attr: &SrqAttrs,
+        mask: u32,
         _udata: Option<&Udata>,
-    ) -> impl PinInit<NotYet, Error> {
-        Err::<NotYet, Error>(EOPNOTSUPP)
+    ) -> Result {
+        srq.modify(attr, mask)
     }
 
-    fn modify_qp(_qp: &Qp<Self>, _attr: &QpAttr, _mask: i32, _udata: Option<&Udata>) -> Result {
-        Err(EOPNOTSUPP)
+    fn query_srq(srq: &Srq<Self>) -> Result<SrqAttrs> {
+        Ok(srq.query())
     }
 
-    fn post_send<'a>(_qp: &Qp<Self>, wr: &'a SendWr) -> Result<(), PostError<'a, SendWr>> {
-        Err((EOPNOTSUPP, wr))
-    }
-
-    fn post_recv<'a>(_qp: &Qp<Self>, wr: &'a RecvWr) -> Result<(), PostError<'a, RecvWr>> {
-        Err((EOPNOTSUPP, wr))
+    fn post_srq_recv<'a>(srq: &Srq<Self>, wr: &'a RecvWr) -> Result<(), PostError<'a, RecvWr>> {
+        srq.post_recv(wr)
     }
 
     fn get_dma_mr(pd: &Pd<Self>, access: i32) -> impl PinInit<RsiwMr, Error> {

@@ -54,3 +54,5 @@ pub(crate) const MAX_FAST_REG_PAGE_LIST_LEN: u32 = 256;
 pub(crate) const MAX_MSG_SIZE: u32 = u32::MAX;
 /// Number of GIDs per port: one, derived from the MAC address.
 pub(crate) const GID_TABLE_LEN: i32 = 1;
+/// The first QP number of a device (QP numbers are never 0, as with `siw`'s `XA_FLAGS_ALLOC1`).
+pub(crate) const FIRST_QPN: u32 = 1;

@@ -14,13 +14,18 @@ use kernel::{
 };
 
 mod abi;
+mod cq;
 mod crc;
 mod device;
 mod limits;
 mod mem;
 #[cfg(CONFIG_RDMA_RSIW_KUNIT_TEST)]
 mod net_test;
+mod qp;
+mod ring;
+mod srq;
 mod stag;
+mod wqe;
 
 /// The sans-IO iWARP wire core: MPA, DDP, RDMAP framing and validation.
 pub mod wire;

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues.
+//!
+//! A CQ is a ring of `siw_cqe` ([`Cqe`]) followed by the `siw_cq_ctrl` arming word, as in
+//! `siw`. For user CQs the ring is mapped into the process, which reaps completions itself and
+//! arms the CQ by writing the arming word; for kernel CQs, [`poll`] reaps them. Producers (the
+//! QPs' send and receive paths) call [`RsiwCq::complete`], which writes the CQE, publishes it,
+//! and calls the consumer's completion handler if the CQ was armed for it.
+
+use crate::{
+    abi::UrespCreateCq,
+    device::RsiwDevice,
+    limits,
+    ring::{
+        self,
+        Ring, //
+    },
+    wqe::{
+        self,
+        op,
+        status,
+        Cqe, //
+    },
+};
+use kernel::{
+    new_spinlock_irq,
+    prelude::*,
+    rdma::{
+        attr::EventType,
+        cq::{
+            notify,
+            QpToken,
+            WcOpcode,
+            WcStatus,
+            WorkCompletion, //
+        },
+        device::Device,
+        object::{
+            Cq,
+            CqInitAttr,
+            Qp,
+            Wc, //
+        },
+        udata::Udata,
+    },
+    sync::SpinLockIrq,
+};
+
+/// `SIW_NOTIFY_*` arming flags in the arming word.
+mod arm {
+    /// Not armed.
+    pub(super) const NOT: u32 = 0;
+    /// Notify on the next solicited completion.
+    pub(super) const SOLICITED: u32 = 1;
+    /// Notify on the next completion.
+    pub(super) const NEXT_COMPLETION: u32 = 2;
+}
+
+/// Producer and consumer state of a CQ.
+struct CqState {
+    /// Producer counter.
+    put: u32,
+    /// Consumer counter (kernel CQs only; user space keeps its own).
+    get: u32,
+    /// The QP of each slot's completion, for `ib_wc.qp` (kernel CQs only).
+    qps: KVVec<Option<QpToken>>,
+}
+
+/// Per-CQ data.
+#[pin_data]
+pub(crate) struct RsiwCq {
+    /// The ring of CQEs followed by the arming word.
+    ring: Ring<Cqe>,
+    /// Whether the CQ belongs to a user context.
+    user: bool,
+    #[pin]
+    state: SpinLockIrq<CqState>,
+}
+
+/// A completion to post to a CQ.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Completion {
+    /// The work request id.
+    pub(crate) id: u64,
+    /// The `SIW_OP_*` opcode of the work request.
+    pub(crate) opcode: u8,
+    /// The `SIW_WC_*` status.
+    pub(crate) status: u16,
+    /// Bytes transferred.
+    pub(crate) bytes: u32,
+    /// Invalidated STag (sets `SIW_WQE_REM_INVAL`), for received Send with Invalidate.
+    pub(crate) inval_stag: Option<u32>,
+    /// Whether the work request was solicited (a solicited receive).
+    pub(crate) solicited: bool,
+}
+
+/// The `siw_cq_ctrl` offset after the last CQE.
+const CTRL: usize = 0;
+
+impl RsiwCq {
+    /// Creates the data of a new CQ (`siw_create_cq()`).
+    pub(crate) fn new(
+        dev: &Device<RsiwDevice>,
+        attr: &CqInitAttr,
+        udata: Option<&Udata>,
+    ) -> impl PinInit<Self, Error> {
+        let user = udata.is_some();
+        let res = Self::alloc(dev, attr, udata);
+        pin_init::pin_init_scope(move || {
+            let (ring, qps) = res?;
+            Ok(try_pin_init!(Self {
+                ring,
+                user,
+                state <- new_spinlock_irq!(CqState { put: 0, get: 0, qps }, "rsiw_cq"),
+            }))
+        })
+    }
+
+    /// Checks the attributes, takes a CQ slot and allocates the ring.
+    fn alloc(
+        dev: &Device<RsiwDevice>,
+        attr: &CqInitAttr,
+        udata: Option<&Udata>,
+    ) -> Result<(Ring<Cqe>, KVVec<Option<QpToken>>)> {
+        if attr.flags() != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let n = attr.cqe();
+        if n < 1 || n > limits::MAX_CQE {
+            return Err(EINVAL);
+        }
+        let size = ring::ring_size(n, limits::MAX_CQE).ok_or(EINVAL)?;
+        if let Some(u) = udata {
+            // The response must fit, as in siw.
+            if u.outlen() < core::mem::size_of::<UrespCreateCq>() {
+                return Err(EINVAL);
+            }
+        }
+        dev.cqs.take()?;
+        let r = (|| {
+            let ring = Ring::<Cqe>::new(size, wqe::CQ_CTRL_SIZE, udata)?;
+            let mut qps = KVVec::new();
+            if udata.is_none() {
+                qps.resize(size as usize, None, GFP_KERNEL)?;
+            }
+            let id = dev.next_cq_id();
+            if let Some(u) = udata {
+                u.respond(&UrespCreateCq {
+                    cq_id: id,
+                    num_cqe: size,
+                    cq_key: ring.mmap_key().unwrap_or(crate::abi::INVAL_UOBJ_KEY),
+                })?;
+            }
+            Ok((ring, qps))
+        })();
+        if r.is_err() {
+            dev.cqs.put();
+        }
+        r
+    }
+
+    /// Returns the number of entries.
+    pub(crate) fn size(&self) -> u32 {
+        self.ring.size()
+    }
+
+    /// Posts a completion for a work request of `qp`. Calls the completion handler if the CQ is
+    /// armed for it. If the CQ is full, reports `IB_EVENT_CQ_ERR` and fails with `ENOMEM`.
+    pub(crate) fn complete(cq: &Cq<RsiwDevice>, qp: &Qp<RsiwDevice>, c: &Completion) -> Result {
+        let this: &RsiwCq = cq;
+        let notify = {
+            let mut st = this.state.lock();
+            let put = st.put;
+            if this.ring.is_valid(put) {
+                drop(st);
+                cq.dispatch_event(EventType::CQ_ERR);
+                return Err(ENOMEM);
+            }
+            let mut fl = wqe::flags::VALID as u8;
+            let imm = match c.inval_stag {
+                Some(s) => {
+                    fl |= wqe::flags::REM_INVAL as u8;
+                    u64::from(s)
+                }
+                None => 0,
+            };
+            let cqe = Cqe {
+                id: c.id,
+                flags: 0,
+                opcode: c.opcode,
+                status: c.status,
+                bytes: c.bytes,
+                imm_data: imm,
+                qp_id: u64::from(qp.qp_num()),
+            };
+            this.ring.write(put, &cqe)?;
+            if let Some(t) = st.qps.get_mut(ring::slot(put, this.ring.size()) as usize) {
+                *t = Some(qp.token());
+            }
+            let st16 = c.status.to_ne_bytes();
+            this.ring
+                .publish32(put, u32::from_ne_bytes([fl, c.opcode, st16[0], st16[1]]))?;
+            st.put = put.wrapping_add(1);
+            this.notify_now(c.solicited)
+        };
+        if notify {
+            cq.notify();
+        }
+        Ok(())
+    }
+
+    /// Returns whether the consumer asked to be notified of this completion, and disarms the
+    /// CQ if so (one-shot, `siw_cq_notify_now()`).
+    fn notify_now(&self, solicited: bool) -> bool {
+        let armed = self.ring.extra_u32(CTRL);
+        if armed & arm::NEXT_COMPLETION != 0 || (armed & arm::SOLICITED != 0 && solicited) {
+            self.ring.xchg_extra_u32(CTRL, arm::NOT);
+            return true;
+        }
+        false
+    }
+
+    /// Arms the CQ (`siw_req_notify_cq()`). Returns `true` if missed events were to be reported
+    /// and completions are pending.
+    pub(crate) fn req_notify(cq: &Cq<RsiwDevice>, flags: u32) -> Result<bool> {
+        let this: &RsiwCq = cq;
+        let v = if flags & notify::SOLICITED_MASK == notify::SOLICITED {
+            arm::SOLICITED
+        } else {
+            arm::SOLICITED | arm::NEXT_COMPLETION
+        };
+        this.ring.xchg_extra_u32(CTRL, v);
+        if flags & notify::REPORT_MISSED_EVENTS != 0 {
+            let st = this.state.lock();
+            return Ok(this.user || this.ring.is_valid(st.get));
+        }
+        Ok(false)
+    }
+
+    /// Reaps up to `wc.len()` completions (`siw_poll_cq()`).
+    pub(crate) fn poll(cq: &Cq<RsiwDevice>, wc: &mut [Wc]) -> Result<usize> {
+        let this: &RsiwCq = cq;
+        let mut st = this.state.lock();
+        let mut n = 0;
+        for w in wc.iter_mut() {
+            let get = st.get;
+            if !this.ring.is_valid(get) {
+                break;
+            }
+            let Some(cqe) = this.ring.read(get) else {
+                break;
+            };
+            let idx = ring::slot(get, this.ring.size()) as usize;
+            let qp = st.qps.get_mut(idx).and_then(|t| t.take());
+            w.write(&to_wc(&cqe, qp));
+            this.ring.release(get);
+            st.get = get.wrapping_add(1);
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+/// Converts a CQE into a work completion; opcodes and status values written by a hostile user
+/// are sanitised (`siw_reap_cqe()`).
+fn to_wc(cqe: &Cqe, qp: Option<QpToken>) -> WorkCompletion {
+    let opcode = match cqe.opcode {
+        op::WRITE => Some(WcOpcode::RDMA_WRITE),
+        op::READ | op::READ_LOCAL_INV => Some(WcOpcode::RDMA_READ),
+        op::SEND | op::SEND_WITH_IMM | op::SEND_REMOTE_INV => Some(WcOpcode::SEND),
+        op::RECEIVE => Some(WcOpcode::RECV),
+        op::INVAL_STAG => Some(WcOpcode::LOCAL_INV),
+        op::REG_MR => Some(WcOpcode::REG_MR),
+        _ => None,
+    };
+    let st = match cqe.status {
+        status::SUCCESS => Some(WcStatus::SUCCESS),
+        status::LOC_LEN_ERR => Some(WcStatus::LOC_LEN_ERR),
+        status::LOC_PROT_ERR => Some(WcStatus::LOC_PROT_ERR),
+        status::LOC_QP_OP_ERR => Some(WcStatus::LOC_QP_OP_ERR),
+        status::WR_FLUSH_ERR => Some(WcStatus::WR_FLUSH_ERR),
+        status::BAD_RESP_ERR => Some(WcStatus::BAD_RESP_ERR),
+        status::LOC_ACCESS_ERR => Some(WcStatus::LOC_ACCESS_ERR),
+        status::REM_ACCESS_ERR => Some(WcStatus::REM_ACCESS_ERR),
+        status::REM_INV_REQ_ERR => Some(WcStatus::REM_INV_REQ_ERR),
+        status::GENERAL_ERR => Some(WcStatus::GENERAL_ERR),
+        _ => None,
+    };
+    let (opcode, st) = match (opcode, st) {
+        (Some(o), Some(s)) => (o, s),
+        _ => (WcOpcode::SEND, WcStatus::GENERAL_ERR),
+    };
+    let inval = u16::from(cqe.flags) & wqe::flags::REM_INVAL != 0;
+    WorkCompletion {
+        wr_id: cqe.id,
+        status: st,
+        opcode,
+        vendor_err: 0,
+        byte_len: cqe.bytes,
+        qp,
+        imm_data: None,
+        invalidate_rkey: if inval {
+            Some(cqe.imm_data as u32)
+        } else {
+            None
+        },
+    }
+}

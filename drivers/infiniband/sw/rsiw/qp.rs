@@ -1,0 +1,904 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs: creation, the iWARP QP state machine, posting and flushing.
+//!
+//! Like `siw`, a QP's send and receive queues are rings of `siw_sqe` / `siw_rqe` ([`Sqe`],
+//! [`Rqe`]) for kernel and user QPs alike: kernel consumers' work requests are validated and
+//! converted into ring elements by [`RsiwQp::post_send`] / [`RsiwQp::post_recv`]; user space
+//! writes the mapped rings itself and rings the send queue doorbell with an empty `post_send`
+//! ([`RsiwQp::doorbell`]). Every element the kernel consumes is copied out of the ring once and
+//! validated ([`crate::wqe::check_sqe`]) before use.
+//!
+//! # For the data path
+//!
+//! - [`RsiwQp::next_sqe`] takes the next valid SQE (copied and validated) off the send queue;
+//!   its completion is posted with [`RsiwQp::complete_sq`]. Invalid SQEs come back as `Err` with
+//!   the status to complete them with; the QP should then go to ERROR ([`RsiwQp::set_error`]).
+//! - [`RsiwQp::next_rqe`] takes the next RQE off the QP's receive queue or its SRQ, completed
+//!   with [`RsiwQp::complete_rq`].
+//! - [`RsiwQp::set_connected`] is the hook for the connection manager: it allows IDLE/RTR to
+//!   move to RTS.
+
+use crate::{
+    abi::{
+        UrespCreateQp,
+        INVAL_UOBJ_KEY, //
+    },
+    cq::{
+        Completion,
+        RsiwCq, //
+    },
+    device::RsiwDevice,
+    limits,
+    ring::{
+        self,
+        Ring, //
+    },
+    srq::RsiwSrq,
+    wqe::{
+        self,
+        check_rqe,
+        check_sqe,
+        flags,
+        op,
+        status,
+        Invalid,
+        Rqe,
+        Sqe, //
+    },
+};
+use kernel::{
+    new_mutex, new_spinlock_irq,
+    prelude::*,
+    rdma::{
+        device::{
+            Device,
+            PostError, //
+        },
+        object::{
+            Qp,
+            QpAttr,
+            QpInitAttr,
+            RecvWr,
+            SendWr, //
+        },
+        qp::{
+            attr_mask,
+            send_flags,
+            state as ib,
+            wr_opcode,
+            QpCap,
+            QpQuery,
+            QPT_RC, //
+        },
+        udata::Udata,
+    },
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Mutex,
+        SpinLockIrq, //
+    },
+};
+
+/// iWARP QP states (RFC 5040 section 6 / `enum siw_qp_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum QpState {
+    /// Created, not connected (`IB_QPS_RESET` and `IB_QPS_INIT`).
+    Idle = 0,
+    /// Ready to receive, not connected (`IB_QPS_RTR`).
+    Rtr = 1,
+    /// Connected, running (`IB_QPS_RTS`).
+    Rts = 2,
+    /// Closing the connection (`IB_QPS_SQD`).
+    Closing = 3,
+    /// Terminate sent or received (`IB_QPS_SQE`).
+    Terminate = 4,
+    /// Error, final (`IB_QPS_ERR`).
+    Error = 5,
+}
+
+impl QpState {
+    /// Maps an `IB_QPS_*` state to the iWARP state, as `siw` does.
+    pub(crate) fn from_ib(s: u32) -> Option<Self> {
+        Some(match s {
+            ib::RESET | ib::INIT => Self::Idle,
+            ib::RTR => Self::Rtr,
+            ib::RTS => Self::Rts,
+            ib::SQD => Self::Closing,
+            ib::SQE => Self::Terminate,
+            ib::ERR => Self::Error,
+            _ => return None,
+        })
+    }
+
+    /// Maps the iWARP state to the `IB_QPS_*` state reported by `query_qp`.
+    pub(crate) fn to_ib(self) -> u32 {
+        match self {
+            Self::Idle => ib::INIT,
+            Self::Rtr => ib::RTR,
+            Self::Rts => ib::RTS,
+            Self::Closing => ib::SQD,
+            Self::Terminate => ib::SQE,
+            Self::Error => ib::ERR,
+        }
+    }
+
+    fn from_u32(v: u32) -> Self {
+        match v {
+            0 => Self::Idle,
+            1 => Self::Rtr,
+            2 => Self::Rts,
+            3 => Self::Closing,
+            4 => Self::Terminate,
+            _ => Self::Error,
+        }
+    }
+}
+
+/// What a state transition requires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct Actions {
+    /// Flush the send queue.
+    pub(crate) flush_sq: bool,
+    /// Flush the receive queue.
+    pub(crate) flush_rq: bool,
+    /// Close the connection (and send a Terminate first, for TERMINATE).
+    pub(crate) drop_conn: bool,
+}
+
+const FLUSH_BOTH: Actions = Actions {
+    flush_sq: true,
+    flush_rq: true,
+    drop_conn: false,
+};
+
+/// The QP state machine: returns the next state and what to do for a request to move from
+/// `cur` to `req`, or the error to fail the modify with. `connected` says whether a connection
+/// (from the connection manager) is attached, which RTS requires.
+///
+/// Differences from `siw`, which silently ignores requests it cannot honour: moving from
+/// IDLE/RTR to CLOSING or TERMINATE, from RTS back to IDLE/RTR, from TERMINATE to anything but
+/// ERROR, and out of ERROR all fail with `EINVAL`; IDLE to ERROR flushes the send queue too.
+pub(crate) fn next_state(
+    cur: QpState,
+    req: QpState,
+    connected: bool,
+) -> Result<(QpState, Actions)> {
+    use QpState::*;
+    let none = Actions::default();
+    match (cur, req) {
+        (Idle | Rtr, Idle) => Ok((Idle, none)),
+        (Idle | Rtr, Rtr) => Ok((Rtr, none)),
+        (Idle | Rtr, Rts) if connected => Ok((Rts, none)),
+        (Idle | Rtr, Rts) => Err(EINVAL),
+        (Idle | Rtr, Error) => Ok((Error, FLUSH_BOTH)),
+        (Rts, Rts) => Ok((Rts, none)),
+        (Rts, Closing) => Ok((
+            Closing,
+            Actions {
+                flush_sq: false,
+                flush_rq: true,
+                drop_conn: true,
+            },
+        )),
+        (Rts, Terminate) => Ok((
+            Terminate,
+            Actions {
+                drop_conn: true,
+                ..none
+            },
+        )),
+        (Rts | Closing | Terminate, Error) => Ok((
+            Error,
+            Actions {
+                drop_conn: cur == Rts,
+                ..FLUSH_BOTH
+            },
+        )),
+        (Closing, Idle) => Ok((Idle, none)),
+        (Closing, Closing) => Ok((Closing, none)),
+        (Closing, _) => Err(ECONNABORTED),
+        (Terminate, Terminate) => Ok((Terminate, none)),
+        (Error, Error) => Ok((Error, none)),
+        _ => Err(EINVAL),
+    }
+}
+
+/// Producer and consumer counters of a work queue.
+#[derive(Default)]
+struct Idx {
+    put: u32,
+    get: u32,
+}
+
+/// Fixed attributes of a QP.
+#[derive(Clone, Copy)]
+struct Caps {
+    sq_max_sge: u32,
+    rq_max_sge: u32,
+    sig_all: bool,
+}
+
+/// Per-QP data.
+#[pin_data]
+pub(crate) struct RsiwQp {
+    qp_num: u32,
+    user: bool,
+    caps: Caps,
+    sq: Ring<Sqe>,
+    rq: Option<Ring<Rqe>>,
+    /// The `QpState`.
+    state: Atomic<u32>,
+    /// ORD and IRD.
+    ord: Atomic<u32>,
+    ird: Atomic<u32>,
+    /// `IB_ACCESS_*` flags set with modify_qp.
+    access: Atomic<u32>,
+    /// Whether a connection is attached (set by the connection manager).
+    connected: Atomic<u32>,
+    /// Serialises state changes.
+    #[pin]
+    modify: Mutex<()>,
+    #[pin]
+    sq_idx: SpinLockIrq<Idx>,
+    #[pin]
+    rq_idx: SpinLockIrq<Idx>,
+}
+
+/// Maps a kernel send opcode to the ring opcode (`siw_post_send()`), or `None` if rsiw (like
+/// `siw`) does not support it.
+fn sq_opcode(opcode: u32) -> Option<u8> {
+    Some(match opcode {
+        wr_opcode::SEND => op::SEND,
+        wr_opcode::SEND_WITH_INV => op::SEND_REMOTE_INV,
+        wr_opcode::RDMA_WRITE => op::WRITE,
+        wr_opcode::RDMA_READ => op::READ,
+        wr_opcode::RDMA_READ_WITH_INV => op::READ_LOCAL_INV,
+        wr_opcode::LOCAL_INV => op::INVAL_STAG,
+        wr_opcode::REG_MR => op::REG_MR,
+        _ => return None,
+    })
+}
+
+/// The local-key check of the SGEs of a posted work request. The data path checks every
+/// access against the STag table when it touches memory; posting only checks the shape.
+fn check_lkeys(_pd_sges: &[wqe::Sge]) -> Result {
+    Ok(())
+}
+
+impl RsiwQp {
+    /// Creates the data of a new QP (`siw_create_qp()`).
+    pub(crate) fn new(
+        dev: &Device<RsiwDevice>,
+        attr: &mut QpInitAttr,
+        udata: Option<&Udata>,
+    ) -> impl PinInit<Self, Error> {
+        let res = Self::alloc(dev, attr, udata);
+        let user = udata.is_some();
+        pin_init::pin_init_scope(move || {
+            let (qp_num, caps, sq, rq) = res?;
+            Ok(try_pin_init!(Self {
+                qp_num,
+                user,
+                caps,
+                sq,
+                rq,
+                state: Atomic::new(QpState::Idle as u32),
+                ord: Atomic::new(0),
+                ird: Atomic::new(0),
+                access: Atomic::new(0),
+                connected: Atomic::new(0),
+                modify <- new_mutex!(()),
+                sq_idx <- new_spinlock_irq!(Idx::default(), "rsiw_sq"),
+                rq_idx <- new_spinlock_irq!(Idx::default(), "rsiw_rq"),
+            }))
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn alloc(
+        dev: &Device<RsiwDevice>,
+        attr: &mut QpInitAttr,
+        udata: Option<&Udata>,
+    ) -> Result<(u32, Caps, Ring<Sqe>, Option<Ring<Rqe>>)> {
+        if attr.create_flags() != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        if attr.qp_type() != QPT_RC {
+            return Err(EOPNOTSUPP);
+        }
+        let cap = attr.cap();
+        if cap.max_send_wr > limits::MAX_QP_WR
+            || cap.max_recv_wr > limits::MAX_QP_WR
+            || cap.max_send_sge > limits::MAX_SGE
+            || cap.max_recv_sge > limits::MAX_SGE
+            || cap.max_inline_data as usize > wqe::MAX_INLINE
+            // A QP must be able to hold at least one SQE.
+            || cap.max_send_wr == 0
+        {
+            return Err(EINVAL);
+        }
+        let (scq, rcq, srq) = attr.has_cqs_srq();
+        if !scq || (!rcq && !srq) {
+            return Err(EINVAL);
+        }
+        let sig_all = attr.sq_sig_all().ok_or(EINVAL)?;
+        if let Some(u) = udata {
+            if u.outlen() < core::mem::size_of::<UrespCreateQp>() {
+                return Err(EINVAL);
+            }
+        }
+        let num_sqe = ring::ring_size(cap.max_send_wr, limits::MAX_QP_WR).ok_or(EINVAL)?;
+        // With an SRQ the RQ size is ignored (verbs 6.3.7).
+        let num_rqe = if srq || cap.max_recv_wr == 0 {
+            0
+        } else {
+            ring::ring_size(cap.max_recv_wr, limits::MAX_QP_WR).ok_or(EINVAL)?
+        };
+        dev.qps.take()?;
+        let r = (|| {
+            let sq = Ring::<Sqe>::new(num_sqe, 0, udata)?;
+            let rq = if num_rqe > 0 {
+                Some(Ring::<Rqe>::new(num_rqe, 0, udata)?)
+            } else {
+                None
+            };
+            let qp_num = dev.next_qpn();
+            if let Some(u) = udata {
+                u.respond(&UrespCreateQp {
+                    qp_id: qp_num,
+                    num_sqe,
+                    num_rqe,
+                    pad: 0,
+                    sq_key: sq.mmap_key().unwrap_or(INVAL_UOBJ_KEY),
+                    // Without an RQ (SRQ), the key is 0 as in siw: libsiw rejects
+                    // `SIW_INVAL_UOBJ_KEY` even when it does not map the RQ.
+                    rq_key: rq.as_ref().and_then(|r| r.mmap_key()).unwrap_or(0),
+                })?;
+            }
+            Ok((qp_num, sq, rq))
+        })();
+        let (qp_num, sq, rq) = r.inspect_err(|_: &Error| dev.qps.put())?;
+        attr.set_cap(QpCap {
+            max_send_wr: num_sqe,
+            max_recv_wr: num_rqe,
+            max_send_sge: cap.max_send_sge,
+            max_recv_sge: cap.max_recv_sge,
+            max_inline_data: wqe::MAX_INLINE as u32,
+        });
+        let caps = Caps {
+            sq_max_sge: cap.max_send_sge,
+            rq_max_sge: cap.max_recv_sge,
+            sig_all,
+        };
+        Ok((qp_num, caps, sq, rq))
+    }
+
+    /// Returns the QP number.
+    pub(crate) fn qp_num(&self) -> u32 {
+        self.qp_num
+    }
+
+    /// Returns the current state.
+    pub(crate) fn state(&self) -> QpState {
+        QpState::from_u32(self.state.load(Relaxed))
+    }
+
+    /// Attaches (or detaches) a connection: the hook for the connection manager.
+    #[allow(dead_code)]
+    pub(crate) fn set_connected(&self, connected: bool) {
+        self.connected.store(u32::from(connected), Relaxed);
+    }
+
+    /// Modifies the QP (`siw_verbs_modify_qp()`).
+    pub(crate) fn modify(qp: &Qp<RsiwDevice>, attr: &QpAttr, mask: i32) -> Result {
+        let this: &RsiwQp = qp;
+        if mask & !attr_mask::STANDARD_BITS != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let _g = this.modify.lock();
+        // Check everything before changing anything.
+        if mask & attr_mask::MAX_QP_RD_ATOMIC != 0
+            && u32::from(attr.max_rd_atomic()) > limits::MAX_ORD
+        {
+            return Err(EINVAL);
+        }
+        if mask & attr_mask::MAX_DEST_RD_ATOMIC != 0
+            && u32::from(attr.max_dest_rd_atomic()) > limits::MAX_IRD
+        {
+            return Err(EINVAL);
+        }
+        let next = if mask & attr_mask::STATE != 0 {
+            let req = QpState::from_ib(attr.qp_state()).ok_or(EINVAL)?;
+            let connected = this.connected.load(Relaxed) != 0;
+            Some(next_state(this.state(), req, connected)?)
+        } else {
+            None
+        };
+        if mask & attr_mask::MAX_QP_RD_ATOMIC != 0 {
+            this.ord.store(u32::from(attr.max_rd_atomic()), Relaxed);
+        }
+        if mask & attr_mask::MAX_DEST_RD_ATOMIC != 0 {
+            this.ird
+                .store(u32::from(attr.max_dest_rd_atomic()), Relaxed);
+        }
+        if mask & attr_mask::ACCESS_FLAGS != 0 {
+            this.access.store(attr.qp_access_flags() as u32, Relaxed);
+        }
+        if let Some((state, act)) = next {
+            this.state.store(state as u32, Relaxed);
+            if act.flush_sq {
+                Self::flush_sq(qp);
+            }
+            if act.flush_rq {
+                Self::flush_rq(qp);
+            }
+            // `act.drop_conn`: the connection manager closes the connection (next issue).
+        }
+        Ok(())
+    }
+
+    /// Moves the QP to ERROR and flushes its queues (for the data path on fatal errors).
+    #[allow(dead_code)]
+    pub(crate) fn set_error(qp: &Qp<RsiwDevice>) {
+        let this: &RsiwQp = qp;
+        let _g = this.modify.lock();
+        if this.state() != QpState::Error {
+            this.state.store(QpState::Error as u32, Relaxed);
+            Self::flush_sq(qp);
+            Self::flush_rq(qp);
+        }
+    }
+
+    /// Returns the QP's attributes (`siw_query_qp()`).
+    pub(crate) fn query(qp: &Qp<RsiwDevice>) -> Result<QpQuery> {
+        let this: &RsiwQp = qp;
+        let mtu = qp
+            .device()
+            .netdev(limits::PORT)
+            .map(|n| n.mtu())
+            .ok_or(ENODEV)?;
+        let access = this.access.load(Relaxed);
+        Ok(QpQuery {
+            state: this.state().to_ib(),
+            cap: QpCap {
+                max_send_wr: this.sq.size(),
+                max_recv_wr: this.rq.as_ref().map_or(0, |r| r.size()),
+                max_send_sge: this.caps.sq_max_sge,
+                max_recv_sge: this.caps.rq_max_sge,
+                max_inline_data: wqe::MAX_INLINE as u32,
+            },
+            path_mtu: ib_mtu(mtu),
+            max_rd_atomic: this.ord.load(Relaxed) as u8,
+            max_dest_rd_atomic: this.ird.load(Relaxed) as u8,
+            // IB_ACCESS_LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ, as siw reports, unless set.
+            qp_access_flags: if access != 0 { access as i32 } else { 0x7 },
+            sq_sig_all: this.caps.sig_all,
+        })
+    }
+
+    /// Completes a send queue work request into the send CQ.
+    pub(crate) fn complete_sq(qp: &Qp<RsiwDevice>, id: u64, opcode: u8, st: u16, bytes: u32) {
+        if let Some(cq) = qp.send_cq() {
+            let _ = RsiwCq::complete(
+                cq,
+                qp,
+                &Completion {
+                    id,
+                    opcode,
+                    status: st,
+                    bytes,
+                    inval_stag: None,
+                    solicited: false,
+                },
+            );
+        }
+    }
+
+    /// Completes a receive work request into the receive CQ.
+    pub(crate) fn complete_rq(qp: &Qp<RsiwDevice>, c: &Completion) {
+        if let Some(cq) = qp.recv_cq() {
+            let _ = RsiwCq::complete(cq, qp, c);
+        }
+    }
+
+    /// Completes every valid SQE with `IB_WC_WR_FLUSH_ERR` (`siw_sq_flush()`).
+    ///
+    /// At most one ring's worth is flushed per call, so a user refilling the ring concurrently
+    /// cannot keep the kernel here.
+    fn flush_sq(qp: &Qp<RsiwDevice>) {
+        let this: &RsiwQp = qp;
+        for _ in 0..this.sq.size() {
+            let sqe = {
+                let mut idx = this.sq_idx.lock();
+                let get = idx.get;
+                if !this.sq.is_valid(get) {
+                    break;
+                }
+                let sqe = this.sq.read(get);
+                this.sq.release(get);
+                idx.get = get.wrapping_add(1);
+                sqe
+            };
+            if let Some(s) = sqe {
+                Self::complete_sq(qp, s.id, sanitise_opcode(s.opcode), status::WR_FLUSH_ERR, 0);
+            }
+        }
+    }
+
+    /// Completes every valid RQE with `IB_WC_WR_FLUSH_ERR` (`siw_rq_flush()`). The RQEs of an
+    /// SRQ are shared and not flushed.
+    fn flush_rq(qp: &Qp<RsiwDevice>) {
+        let this: &RsiwQp = qp;
+        let Some(rq) = &this.rq else {
+            return;
+        };
+        for _ in 0..rq.size() {
+            let rqe = {
+                let mut idx = this.rq_idx.lock();
+                let get = idx.get;
+                if !rq.is_valid(get) {
+                    break;
+                }
+                let rqe = rq.read(get);
+                rq.release(get);
+                idx.get = get.wrapping_add(1);
+                rqe
+            };
+            if let Some(r) = rqe {
+                Self::complete_rq(qp, &flushed_rqe(r.id));
+            }
+        }
+    }
+
+    /// Posts kernel send work requests (`siw_post_send()`).
+    pub(crate) fn post_send<'a>(
+        qp: &Qp<RsiwDevice>,
+        wr: &'a SendWr,
+    ) -> Result<(), PostError<'a, SendWr>> {
+        let this: &RsiwQp = qp;
+        if this.user {
+            // User QPs post through the mapped ring; the command must be an empty doorbell.
+            return Err((EINVAL, wr));
+        }
+        match this.state() {
+            QpState::Error => {
+                // ERROR is final: complete every WR as flushed, so `ib_drain_qp()` finishes.
+                for w in wr.iter() {
+                    let Some(opcode) = sq_opcode(w.opcode()) else {
+                        return Err((EINVAL, w));
+                    };
+                    Self::complete_sq(qp, w.wr_id(), opcode, status::WR_FLUSH_ERR, 0);
+                }
+                Ok(())
+            }
+            QpState::Rts => {
+                for w in wr.iter() {
+                    let sqe = this.build_sqe(w).map_err(|e| (e, w))?;
+                    let mut idx = this.sq_idx.lock();
+                    let put = idx.put;
+                    if this.sq.flags(put) != 0 {
+                        return Err((ENOMEM, w));
+                    }
+                    this.sq.write(put, &sqe).map_err(|e| (e, w))?;
+                    this.sq
+                        .publish16(put, sqe.flags | flags::VALID)
+                        .map_err(|e| (e, w))?;
+                    idx.put = put.wrapping_add(1);
+                }
+                // The TX engine picks the SQEs up here (data path, next issue).
+                Ok(())
+            }
+            _ => Err((ENOTCONN, wr)),
+        }
+    }
+
+    /// Converts a kernel send work request into a validated SQE.
+    fn build_sqe(&self, w: &SendWr) -> Result<Sqe> {
+        let opcode = sq_opcode(w.opcode()).ok_or(EINVAL)?;
+        let sf = w.send_flags();
+        let mut sqe = Sqe {
+            id: w.wr_id(),
+            opcode,
+            ..Sqe::default()
+        };
+        if sf & send_flags::SIGNALED != 0 || self.caps.sig_all {
+            sqe.flags |= flags::SIGNALLED;
+        }
+        if sf & send_flags::SOLICITED != 0 {
+            sqe.flags |= flags::SOLICITED;
+        }
+        if sf & send_flags::FENCE != 0 {
+            sqe.flags |= flags::READ_FENCE;
+        }
+        match opcode {
+            op::INVAL_STAG => sqe.rkey = w.invalidate_rkey(),
+            op::REG_MR => {
+                let reg = w.reg().ok_or(EINVAL)?;
+                sqe.rkey = reg.key;
+                sqe.sge[0].length = reg.access as u32;
+            }
+            _ => {
+                if let Some(t) = w.rdma() {
+                    sqe.raddr = t.remote_addr;
+                    sqe.rkey = t.rkey;
+                }
+                if opcode == op::SEND_REMOTE_INV {
+                    sqe.rkey = w.invalidate_rkey();
+                }
+                if sf & send_flags::INLINE != 0 && (opcode == op::SEND || opcode == op::WRITE) {
+                    let mut data = [0u8; wqe::MAX_INLINE];
+                    let len = w.copy_inline(&mut data, self.caps.sq_max_sge)?;
+                    sqe.flags |= flags::INLINE;
+                    sqe.num_sge = 1;
+                    sqe.sge[0].length = len as u32;
+                    let dst = sqe.sge[1..].as_mut_bytes();
+                    dst.get_mut(..len)
+                        .ok_or(EINVAL)?
+                        .copy_from_slice(&data[..len]);
+                } else {
+                    let max = if opcode == op::READ || opcode == op::READ_LOCAL_INV {
+                        // The RDMA Read sink is exactly one SGE, as in siw.
+                        if w.num_sge() != 1 {
+                            return Err(EINVAL);
+                        }
+                        limits::MAX_SGE_RD
+                    } else {
+                        self.caps.sq_max_sge
+                    };
+                    let mut n = 0;
+                    for (dst, s) in sqe.sge.iter_mut().zip(w.sges(max)?) {
+                        *dst = wqe::Sge {
+                            laddr: s.addr,
+                            length: s.length,
+                            lkey: s.lkey,
+                        };
+                        n += 1;
+                    }
+                    sqe.num_sge = n;
+                    check_lkeys(&sqe.sge[..usize::from(n)])?;
+                }
+            }
+        }
+        // The same check the TX engine applies to user SQEs.
+        check_sqe(&sqe, self.caps.sq_max_sge, false).map_err(|_| EINVAL)?;
+        Ok(sqe)
+    }
+
+    /// The doorbell of a user QP: an empty `post_send`.
+    ///
+    /// As in `siw`, a QP that is not connected answers `ENOTCONN`; in ERROR every SQE in the
+    /// ring is completed as flushed (`siw` leaves them).
+    pub(crate) fn doorbell(qp: &Qp<RsiwDevice>) -> Result {
+        let this: &RsiwQp = qp;
+        match this.state() {
+            QpState::Error => {
+                Self::flush_sq(qp);
+                Ok(())
+            }
+            // The TX engine processes the ring here (data path, next issue).
+            QpState::Rts => Ok(()),
+            _ => Err(ENOTCONN),
+        }
+    }
+
+    /// Posts kernel receive work requests (`siw_post_receive()`).
+    pub(crate) fn post_recv<'a>(
+        qp: &Qp<RsiwDevice>,
+        wr: &'a RecvWr,
+    ) -> Result<(), PostError<'a, RecvWr>> {
+        let this: &RsiwQp = qp;
+        let Some(rq) = &this.rq else {
+            // No RQ: the QP uses an SRQ or was created without receive WRs.
+            return Err((EINVAL, wr));
+        };
+        if this.user {
+            return Err((EINVAL, wr));
+        }
+        match this.state() {
+            QpState::Error => {
+                for w in wr.iter() {
+                    Self::complete_rq(qp, &flushed_rqe(w.wr_id()));
+                }
+                return Ok(());
+            }
+            QpState::Closing | QpState::Terminate => return Err((EINVAL, wr)),
+            _ => {}
+        }
+        let mut idx = this.rq_idx.lock();
+        for w in wr.iter() {
+            let rqe = build_rqe(w, this.caps.rq_max_sge).map_err(|e| (e, w))?;
+            let put = idx.put;
+            if rq.flags(put) != 0 {
+                return Err((ENOMEM, w));
+            }
+            rq.write(put, &rqe).map_err(|e| (e, w))?;
+            rq.publish16(put, flags::VALID).map_err(|e| (e, w))?;
+            idx.put = put.wrapping_add(1);
+        }
+        Ok(())
+    }
+
+    /// Takes the next SQE off the send queue for the TX engine: copied once, then validated.
+    ///
+    /// Returns `None` if the queue is empty, `Some(Err((id, opcode, status)))` for an invalid
+    /// SQE (already released; complete it with that status and move the QP to ERROR).
+    #[allow(dead_code)]
+    pub(crate) fn next_sqe(&self) -> Option<Result<Sqe, (u64, u8, u16)>> {
+        let mut idx = self.sq_idx.lock();
+        let get = idx.get;
+        if !self.sq.is_valid(get) {
+            return None;
+        }
+        let sqe = self.sq.read(get)?;
+        self.sq.release(get);
+        idx.get = get.wrapping_add(1);
+        Some(match check_sqe(&sqe, self.caps.sq_max_sge, self.user) {
+            Ok(_) => Ok(sqe),
+            Err(e) => Err((sqe.id, sanitise_opcode(sqe.opcode), e.status())),
+        })
+    }
+
+    /// Takes the next RQE off the receive queue (or the SRQ) for the RX engine, validated.
+    #[allow(dead_code)]
+    pub(crate) fn next_rqe(qp: &Qp<RsiwDevice>) -> Option<Result<Rqe, (u64, u16)>> {
+        let this: &RsiwQp = qp;
+        if let Some(srq) = qp.srq() {
+            return RsiwSrq::next_rqe(srq);
+        }
+        let rq = this.rq.as_ref()?;
+        let mut idx = this.rq_idx.lock();
+        let get = idx.get;
+        if !rq.is_valid(get) {
+            return None;
+        }
+        let rqe = rq.read(get)?;
+        rq.release(get);
+        idx.get = get.wrapping_add(1);
+        Some(match check_rqe(&rqe, this.caps.rq_max_sge) {
+            Ok(_) => Ok(rqe),
+            Err(e) => Err((rqe.id, e.status())),
+        })
+    }
+}
+
+/// Builds a validated RQE from a kernel receive work request.
+pub(crate) fn build_rqe(w: &RecvWr, max_sge: u32) -> Result<Rqe> {
+    let mut rqe = Rqe {
+        id: w.wr_id(),
+        opcode: wqe::rq_opcode(),
+        ..Rqe::default()
+    };
+    let mut n = 0;
+    for (dst, s) in rqe.sge.iter_mut().zip(w.sges(max_sge)?) {
+        *dst = wqe::Sge {
+            laddr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        };
+        n += 1;
+    }
+    rqe.num_sge = n;
+    check_lkeys(&rqe.sge[..usize::from(n)])?;
+    check_rqe(&rqe, max_sge).map_err(|_: Invalid| EINVAL)?;
+    Ok(rqe)
+}
+
+/// The completion of a flushed receive.
+pub(crate) fn flushed_rqe(id: u64) -> Completion {
+    Completion {
+        id,
+        opcode: op::RECEIVE,
+        status: status::WR_FLUSH_ERR,
+        bytes: 0,
+        inval_stag: None,
+        solicited: false,
+    }
+}
+
+/// Returns `opcode` if it is a valid `SIW_OP_*`, else `SIW_OP_SEND` (for completions of garbage
+/// SQEs written by a user).
+fn sanitise_opcode(opcode: u8) -> u8 {
+    if opcode < op::NUM {
+        opcode
+    } else {
+        op::SEND
+    }
+}
+
+/// Returns the `enum ib_mtu` value of an MTU in bytes (`ib_mtu_int_to_enum()`).
+fn ib_mtu(bytes: u32) -> u32 {
+    match bytes {
+        4096.. => 5,
+        2048.. => 4,
+        1024.. => 3,
+        512.. => 2,
+        _ => 1,
+    }
+}
+
+#[cfg(CONFIG_RDMA_RSIW_KUNIT_TEST)]
+#[kernel::prelude::kunit_tests(rsiw_qp_state)]
+mod tests {
+    use super::*;
+
+    const ALL: [QpState; 6] = [
+        QpState::Idle,
+        QpState::Rtr,
+        QpState::Rts,
+        QpState::Closing,
+        QpState::Terminate,
+        QpState::Error,
+    ];
+
+    #[test]
+    fn ib_mapping_round_trips() {
+        for s in ALL {
+            assert_eq!(QpState::from_ib(s.to_ib()), Some(s));
+        }
+        assert_eq!(QpState::from_ib(ib::RESET), Some(QpState::Idle));
+        assert_eq!(QpState::from_ib(7), None);
+    }
+
+    #[test]
+    fn rts_needs_a_connection() {
+        assert_eq!(
+            next_state(QpState::Idle, QpState::Rts, false).map_err(|e| e.to_errno()),
+            Err(EINVAL.to_errno())
+        );
+        assert!(matches!(
+            next_state(QpState::Rtr, QpState::Rts, true),
+            Ok((QpState::Rts, _))
+        ));
+    }
+
+    #[test]
+    fn error_is_final_and_flushes() {
+        for s in ALL {
+            let r = next_state(s, QpState::Error, false);
+            match s {
+                QpState::Idle
+                | QpState::Rtr
+                | QpState::Rts
+                | QpState::Closing
+                | QpState::Terminate => {
+                    let (n, a) = r
+                        .map_err(|_| ())
+                        .unwrap_or((QpState::Idle, Actions::default()));
+                    assert_eq!(n, QpState::Error);
+                    assert!(a.flush_sq && a.flush_rq);
+                }
+                QpState::Error => {
+                    assert!(matches!(r, Ok((QpState::Error, a)) if a == Actions::default()))
+                }
+            }
+            if s != QpState::Error {
+                assert!(next_state(QpState::Error, s, true).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn illegal_transitions() {
+        assert!(next_state(QpState::Idle, QpState::Closing, false).is_err());
+        assert!(next_state(QpState::Idle, QpState::Terminate, false).is_err());
+        assert!(next_state(QpState::Rts, QpState::Idle, true).is_err());
+        assert!(next_state(QpState::Terminate, QpState::Rts, true).is_err());
+        assert!(next_state(QpState::Closing, QpState::Rts, true).is_err());
+        assert!(matches!(
+            next_state(QpState::Rts, QpState::Closing, true),
+            Ok((
+                QpState::Closing,
+                Actions {
+                    drop_conn: true,
+                    flush_rq: true,
+                    ..
+                }
+            ))
+        ));
+    }
+}

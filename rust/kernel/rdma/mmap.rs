@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue memory shared with user space and its mmap entries (`struct rdma_user_mmap_entry`).
+//!
+//! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h) and
+//! [`include/linux/vmalloc.h`](srctree/include/linux/vmalloc.h).
+//!
+//! Soft RDMA providers such as `siw` let user space post work requests and reap completions
+//! through rings in memory that both the kernel and the user process map. Such memory is
+//! hostile: the user may write any byte at any time, concurrently with the kernel. This module
+//! gives drivers a safe interface to it:
+//!
+//! - [`SharedBuf`] is zeroed, page-aligned memory from `vmalloc_user()`. It is only accessed
+//!   through copies made with atomic (`READ_ONCE`/`WRITE_ONCE` like) loads and stores; no Rust
+//!   reference to its contents is ever formed. [`SharedBuf::read`] copies a whole element into
+//!   a kernel-owned value, which the driver then validates: the value cannot change under it.
+//! - [`RingBuf`] is a [`SharedBuf`] that is either kernel-only or published to a user context
+//!   through an mmap entry ([`RingBuf::new_user`]); [`RingBuf::mmap_key`] is the offset user
+//!   space passes to `mmap()`.
+//! - The device's `mmap` and `mmap_free` operations are implemented here for every driver
+//!   ([`mmap_callback`] and [`mmap_free_callback`]): an mmap entry owns its buffer, so the memory
+//!   stays allocated while a mapping or an `mmap()` call in progress still refers to it, and is
+//!   freed with the last reference to the entry.
+
+use crate::{
+    bindings,
+    error::to_result,
+    prelude::*,
+    sync::atomic::{
+        Acquire,
+        Atomic,
+        Relaxed,
+        Release, //
+    },
+    types::Opaque, //
+};
+use core::ptr::NonNull;
+
+use super::udata::Udata;
+
+/// Zeroed memory from `vmalloc_user()` that may be mapped into user space.
+///
+/// All accesses are atomic loads and stores of naturally aligned words, so they are sound even
+/// while a user process writes the memory concurrently.
+///
+/// # Invariants
+///
+/// `ptr` was returned by `vmalloc_user(len)`, `len > 0`, and is owned by this object (freed with
+/// `vfree()` on drop). The allocation is page aligned.
+pub struct SharedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl SharedBuf {
+    /// Allocates `len` zeroed bytes (rounded up to whole pages by the allocator).
+    pub fn new(len: usize) -> Result<Self> {
+        if len == 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: `vmalloc_user_noprof()` may be called with any size; it returns zeroed memory
+        // or NULL.
+        let ptr = unsafe { bindings::vmalloc_user_noprof(len as _) };
+        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(ENOMEM)?;
+        // INVARIANT: `ptr` is a `vmalloc_user()` allocation of `len > 0` bytes that we own.
+        Ok(Self { ptr, len })
+    }
+
+    /// Returns the size of the buffer in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Returns whether the buffer is empty (never: buffers have at least one byte).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Returns a pointer to the `size` bytes at `off`, if they are in bounds and `off` is
+    /// aligned to `align`.
+    fn at(&self, off: usize, size: usize, align: usize) -> Option<*mut u8> {
+        if off % align != 0 || off.checked_add(size)? > self.len {
+            return None;
+        }
+        // SAFETY: `off + size <= len`, so the result is inside the allocation.
+        Some(unsafe { self.ptr.as_ptr().add(off) })
+    }
+
+    /// Returns the 64-bit word at `off`.
+    fn word(&self, off: usize) -> Option<&Atomic<i64>> {
+        let p = self.at(off, 8, 8)?;
+        // SAFETY: `p` is 8-byte aligned and valid for the lifetime of `self`; the memory is only
+        // ever accessed atomically by the kernel.
+        Some(unsafe { Atomic::from_ptr(p.cast::<i64>()) })
+    }
+
+    /// Copies the element of type `E` at byte offset `off` into a kernel-owned value.
+    ///
+    /// `off` must be a multiple of 8, and `E` a multiple of 8 bytes in size; otherwise, or if
+    /// the element is out of bounds, returns `None`. Each 64-bit word is read once, with relaxed
+    /// ordering: to read an element after observing its "valid" flag, load the flag first with
+    /// [`Self::load_acquire_u16`] (or `_u32`).
+    pub fn read<E: zerocopy::FromBytes + zerocopy::IntoBytes>(&self, off: usize) -> Option<E> {
+        let size = core::mem::size_of::<E>();
+        if size % 8 != 0 {
+            return None;
+        }
+        self.at(off, size, 8)?;
+        let mut v = E::new_zeroed();
+        for (i, chunk) in v.as_mut_bytes().chunks_exact_mut(8).enumerate() {
+            let w = self.word(off + i * 8)?.load(Relaxed);
+            chunk.copy_from_slice(&w.to_ne_bytes());
+        }
+        Some(v)
+    }
+
+    /// Writes the element `e` at byte offset `off`, one relaxed 64-bit store per word.
+    ///
+    /// The same alignment and size rules as for [`Self::read`] apply; returns `EINVAL` if they
+    /// are not met. To publish the element, store its "valid" flag afterwards with
+    /// [`Self::store_release_u16`] (or `_u32`).
+    pub fn write<E: zerocopy::IntoBytes + zerocopy::Immutable>(&self, off: usize, e: &E) -> Result {
+        let bytes = e.as_bytes();
+        if bytes.len() % 8 != 0 {
+            return Err(EINVAL);
+        }
+        self.at(off, bytes.len(), 8).ok_or(EINVAL)?;
+        for (i, chunk) in bytes.chunks_exact(8).enumerate() {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(chunk);
+            self.word(off + i * 8)
+                .ok_or(EINVAL)?
+                .store(i64::from_ne_bytes(w), Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Loads the 16-bit value at `off` (2-byte aligned) with acquire ordering.
+    pub fn load_acquire_u16(&self, off: usize) -> Option<u16> {
+        let p = self.at(off, 2, 2)?;
+        // SAFETY: `p` is aligned and valid for the lifetime of `self`; only atomic accesses.
+        let a = unsafe { Atomic::from_ptr(p.cast::<i16>()) };
+        Some(a.load(Acquire) as u16)
+    }
+
+    /// Stores the 16-bit value `v` at `off` (2-byte aligned) with release ordering.
+    pub fn store_release_u16(&self, off: usize, v: u16) -> Result {
+        let p = self.at(off, 2, 2).ok_or(EINVAL)?;
+        // SAFETY: `p` is aligned and valid for the lifetime of `self`; only atomic accesses.
+        let a = unsafe { Atomic::from_ptr(p.cast::<i16>()) };
+        a.store(v as i16, Release);
+        Ok(())
+    }
+
+    /// Loads the 32-bit value at `off` (4-byte aligned) with acquire ordering.
+    pub fn load_acquire_u32(&self, off: usize) -> Option<u32> {
+        let p = self.at(off, 4, 4)?;
+        // SAFETY: `p` is aligned and valid for the lifetime of `self`; only atomic accesses.
+        let a = unsafe { Atomic::from_ptr(p.cast::<u32>()) };
+        Some(a.load(Acquire))
+    }
+
+    /// Stores the 32-bit value `v` at `off` (4-byte aligned) with release ordering.
+    pub fn store_release_u32(&self, off: usize, v: u32) -> Result {
+        let p = self.at(off, 4, 4).ok_or(EINVAL)?;
+        // SAFETY: `p` is aligned and valid for the lifetime of `self`; only atomic accesses.
+        let a = unsafe { Atomic::from_ptr(p.cast::<u32>()) };
+        a.store(v, Release);
+        Ok(())
+    }
+
+    /// Atomically exchanges the 32-bit value at `off` (4-byte aligned) with `v` (fully ordered)
+    /// and returns the old value.
+    pub fn xchg_u32(&self, off: usize, v: u32) -> Option<u32> {
+        let p = self.at(off, 4, 4)?;
+        // SAFETY: `p` is aligned and valid for the lifetime of `self`; only atomic accesses.
+        let a = unsafe { Atomic::from_ptr(p.cast::<u32>()) };
+        Some(a.xchg(v, crate::sync::atomic::Full))
+    }
+
+    fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for SharedBuf {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant `ptr` came from `vmalloc_user()` and is owned by us.
+        // Pages still mapped into user space stay alive through the mapping's own references.
+        unsafe { bindings::vfree(self.ptr.as_ptr().cast()) };
+    }
+}
+
+// SAFETY: The buffer is plain memory owned by the object; it may be freed on any thread.
+unsafe impl Send for SharedBuf {}
+
+// SAFETY: All accesses through `&self` are atomic.
+unsafe impl Sync for SharedBuf {}
+
+/// An mmap entry of a user context that owns a [`SharedBuf`].
+///
+/// # Invariants
+///
+/// `rdma` is at offset 0. The entry is allocated with `KBox` and freed by
+/// [`mmap_free_callback`] when ib_core drops its last reference.
+#[repr(C)]
+struct Entry {
+    rdma: Opaque<bindings::rdma_user_mmap_entry>,
+    buf: SharedBuf,
+}
+
+/// Queue memory: a [`SharedBuf`] that is kernel-only or published to a user context.
+///
+/// Dereferences to the [`SharedBuf`].
+///
+/// # Invariants
+///
+/// If `entry` is `Some`, it points to an [`Entry`] inserted into a user context with
+/// `rdma_user_mmap_entry_insert()` and not yet removed: the user context's mmap table holds a
+/// reference to it, so it is alive, and `buf` is `None`. Otherwise `buf` is `Some`.
+pub struct RingBuf {
+    buf: Option<SharedBuf>,
+    entry: Option<NonNull<Entry>>,
+}
+
+impl RingBuf {
+    /// Allocates `len` zeroed bytes of kernel-only queue memory.
+    pub fn new_kernel(len: usize) -> Result<Self> {
+        Ok(Self {
+            buf: Some(SharedBuf::new(len)?),
+            entry: None,
+        })
+    }
+
+    /// Allocates `len` zeroed bytes and publishes them to the user context of `udata`, which
+    /// may then map them at [`Self::mmap_key`].
+    pub fn new_user(udata: &Udata, len: usize) -> Result<Self> {
+        // SAFETY: `udata` is valid for the duration of the call.
+        let uctx = unsafe { bindings::rdma_udata_to_ucontext(udata.as_raw()) };
+        if uctx.is_null() {
+            return Err(EINVAL);
+        }
+        let buf = SharedBuf::new(len)?;
+        let entry = KBox::new(
+            Entry {
+                rdma: Opaque::zeroed(),
+                buf,
+            },
+            GFP_KERNEL,
+        )?;
+        let entry = KBox::into_raw(entry);
+        // SAFETY: `uctx` is the live user context of the command; `entry` is a valid, zeroed
+        // mmap entry at offset 0 of an `Entry`. On success ib_core owns a reference to it.
+        let ret = unsafe { bindings::rdma_user_mmap_entry_insert(uctx, (*entry).rdma.get(), len) };
+        if let Err(e) = to_result(ret) {
+            // SAFETY: The insertion failed, so `entry` is still exclusively ours.
+            drop(unsafe { KBox::from_raw(entry) });
+            return Err(e);
+        }
+        // INVARIANT: The entry is inserted and owns the buffer.
+        Ok(Self {
+            buf: None,
+            // SAFETY: `KBox::into_raw` never returns NULL.
+            entry: Some(unsafe { NonNull::new_unchecked(entry) }),
+        })
+    }
+
+    /// Returns the `mmap()` offset of the memory for user space, or `None` if it is
+    /// kernel-only.
+    pub fn mmap_key(&self) -> Option<u64> {
+        let entry = self.entry?;
+        // SAFETY: By the type invariant the entry is alive and inserted.
+        Some(unsafe { bindings::rdma_user_mmap_get_offset(entry.as_ref().rdma.get()) })
+    }
+
+    /// Returns whether the memory is published to user space.
+    pub fn is_user(&self) -> bool {
+        self.entry.is_some()
+    }
+}
+
+impl core::ops::Deref for RingBuf {
+    type Target = SharedBuf;
+
+    fn deref(&self) -> &SharedBuf {
+        match (&self.buf, self.entry) {
+            (Some(b), _) => b,
+            // SAFETY: By the type invariant the entry is alive while it is inserted, which it
+            // is until `self` is dropped.
+            (None, Some(e)) => unsafe { &(*e.as_ptr()).buf },
+            // By the type invariant one of the two is set.
+            (None, None) => unreachable!(),
+        }
+    }
+}
+
+impl Drop for RingBuf {
+    fn drop(&mut self) {
+        if let Some(entry) = self.entry {
+            // SAFETY: By the type invariant the entry is inserted. Removing it drops the mmap
+            // table's reference; ib_core calls `mmap_free` (freeing the buffer) once the last
+            // mapping or `mmap()` call in progress drops its reference.
+            unsafe { bindings::rdma_user_mmap_entry_remove(entry.as_ref().rdma.get()) };
+        }
+    }
+}
+
+// SAFETY: The buffer is `Send`; the entry is managed by ib_core, which allows removing it from
+// any thread.
+unsafe impl Send for RingBuf {}
+
+// SAFETY: Only the `Sync` `SharedBuf` is reachable through `&self`.
+unsafe impl Sync for RingBuf {}
+
+/// The `mmap` device operation: maps the [`RingBuf`] whose key is the mapping's offset.
+///
+/// # Safety
+///
+/// `uctx` and `vma` are valid, as ib_core guarantees when calling the `mmap` op.
+pub(crate) unsafe extern "C" fn mmap_callback(
+    uctx: *mut bindings::ib_ucontext,
+    vma: *mut bindings::vm_area_struct,
+) -> c_int {
+    // SAFETY: Per the safety requirements. On success we own a reference to an entry whose size
+    // matches the mapping's.
+    let rdma = unsafe { bindings::rdma_user_mmap_entry_get(uctx, vma) };
+    if rdma.is_null() {
+        return EINVAL.to_errno();
+    }
+    // All entries of devices using this op are `Entry`s (inserted by `RingBuf::new_user`), with
+    // the C entry at offset 0.
+    let entry = rdma.cast::<Entry>();
+    // SAFETY: We hold a reference, so the entry and its buffer are alive. The buffer came from
+    // `vmalloc_user()` and is at least as large as the mapping (checked by
+    // `rdma_user_mmap_entry_get()` against the entry's size).
+    let ret = unsafe { bindings::remap_vmalloc_range(vma, (*entry).buf.as_ptr().cast(), 0) };
+    // SAFETY: We own the reference taken above.
+    unsafe { bindings::rdma_user_mmap_entry_put(rdma) };
+    ret
+}
+
+/// The `mmap_free` device operation: frees an [`Entry`] and its buffer.
+///
+/// # Safety
+///
+/// Called by ib_core once, when the last reference to an entry inserted by
+/// [`RingBuf::new_user`] is dropped.
+pub(crate) unsafe extern "C" fn mmap_free_callback(rdma: *mut bindings::rdma_user_mmap_entry) {
+    // SAFETY: `rdma` is at offset 0 of an `Entry` allocated with `KBox` (type invariant) and no
+    // one uses it any more.
+    drop(unsafe { KBox::from_raw(rdma.cast::<Entry>()) });
+}
