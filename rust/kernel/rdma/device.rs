@@ -323,10 +323,7 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// Posts a chain of receive work requests to a shared receive queue. On failure returns
     /// the error and the first request that was not posted.
-    fn post_srq_recv<'a>(
-        _srq: &Srq<Self>,
-        _wr: &'a RecvWr,
-    ) -> Result<(), PostError<'a, RecvWr>> {
+    fn post_srq_recv<'a>(_srq: &Srq<Self>, _wr: &'a RecvWr) -> Result<(), PostError<'a, RecvWr>> {
         build_error!(crate::error::VTABLE_DEFAULT_ERROR)
     }
 
@@ -1137,7 +1134,7 @@ impl<T: Driver> VTable<T> {
             // SAFETY: The CQ is initialised; ib_core does not use it concurrently before this
             // callback returns.
             unsafe {
-                let n = T::cq_size(&Cq::<T>::from_raw(cq));
+                let n = T::cq_size(Cq::<T>::from_raw(cq));
                 (*cq).cqe = c_int::try_from(n).unwrap_or(c_int::MAX);
             }
             Ok(0)
@@ -1223,7 +1220,7 @@ impl<T: Driver> VTable<T> {
             unsafe { Qp::<T>::init_data(qp, init) }?;
             // SAFETY: The QP is initialised; ib_core does not use it concurrently before this
             // callback returns.
-            unsafe { (*qp).qp_num = T::qp_num(&Qp::<T>::from_raw(qp)) };
+            unsafe { (*qp).qp_num = T::qp_num(Qp::<T>::from_raw(qp)) };
             Ok(0)
         })
     }

@@ -60,7 +60,7 @@ impl SharedBuf {
         }
         // SAFETY: `vmalloc_user_noprof()` may be called with any size; it returns zeroed memory
         // or NULL.
-        let ptr = unsafe { bindings::vmalloc_user_noprof(len as _) };
+        let ptr = unsafe { bindings::vmalloc_user_noprof(len) };
         let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(ENOMEM)?;
         // INVARIANT: `ptr` is a `vmalloc_user()` allocation of `len > 0` bytes that we own.
         Ok(Self { ptr, len })

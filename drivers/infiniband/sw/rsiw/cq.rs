@@ -127,7 +127,7 @@ impl RsiwCq {
             return Err(EOPNOTSUPP);
         }
         let n = attr.cqe();
-        if n < 1 || n > limits::MAX_CQE {
+        if !(1..=limits::MAX_CQE).contains(&n) {
             return Err(EINVAL);
         }
         let size = ring::ring_size(n, limits::MAX_CQE).ok_or(EINVAL)?;

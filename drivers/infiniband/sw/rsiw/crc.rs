@@ -11,7 +11,10 @@ use crate::wire::crc::Crc32c;
 #[derive(Clone, Copy, Debug, Default)]
 #[cfg_attr(
     not(CONFIG_RDMA_RSIW_KUNIT_TEST),
-    expect(dead_code, reason = "the data path is not there yet; the KUnit tests use it")
+    expect(
+        dead_code,
+        reason = "the data path is not there yet; the KUnit tests use it"
+    )
 )]
 pub(crate) struct KernelCrc32c;
 

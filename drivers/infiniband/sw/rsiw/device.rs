@@ -427,12 +427,7 @@ impl Driver for RsiwDevice {
         srq.device().srqs.put();
     }
 
-    fn modify_srq(
-        srq: &Srq<Self>,
-        attr: &SrqAttrs,
-        mask: u32,
-        _udata: Option<&Udata>,
-    ) -> Result {
+    fn modify_srq(srq: &Srq<Self>, attr: &SrqAttrs, mask: u32, _udata: Option<&Udata>) -> Result {
         srq.modify(attr, mask)
     }
 
