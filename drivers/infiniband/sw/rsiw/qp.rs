@@ -69,6 +69,7 @@ use kernel::{
             wr_opcode,
             QpCap,
             QpQuery,
+            Sges,
             QPT_RC, //
         },
         udata::Udata,
@@ -268,6 +269,22 @@ fn sq_opcode(opcode: u32) -> Option<u8> {
 /// access against the STag table when it touches memory; posting only checks the shape.
 fn check_lkeys(_pd_sges: &[wqe::Sge]) -> Result {
     Ok(())
+}
+
+/// Copies the SGEs of a kernel work request into a ring element and checks their lkeys;
+/// returns how many were copied. `src` was bounded by the queue's SGE limit, which fits `dst`.
+fn copy_sges(dst: &mut [wqe::Sge], src: Sges<'_>) -> Result<u8> {
+    let mut n: u8 = 0;
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = wqe::Sge {
+            laddr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        };
+        n = n.checked_add(1).ok_or(EINVAL)?;
+    }
+    check_lkeys(dst.get(..usize::from(n)).ok_or(EINVAL)?)?;
+    Ok(n)
 }
 
 impl RsiwQp {
@@ -650,17 +667,7 @@ impl RsiwQp {
                     } else {
                         self.caps.sq_max_sge
                     };
-                    let mut n = 0;
-                    for (dst, s) in sqe.sge.iter_mut().zip(w.sges(max)?) {
-                        *dst = wqe::Sge {
-                            laddr: s.addr,
-                            length: s.length,
-                            lkey: s.lkey,
-                        };
-                        n += 1;
-                    }
-                    sqe.num_sge = n;
-                    check_lkeys(&sqe.sge[..usize::from(n)])?;
+                    sqe.num_sge = copy_sges(&mut sqe.sge, w.sges(max)?)?;
                 }
             }
         }
@@ -773,17 +780,7 @@ pub(crate) fn build_rqe(w: &RecvWr, max_sge: u32) -> Result<Rqe> {
         opcode: wqe::rq_opcode(),
         ..Rqe::default()
     };
-    let mut n = 0;
-    for (dst, s) in rqe.sge.iter_mut().zip(w.sges(max_sge)?) {
-        *dst = wqe::Sge {
-            laddr: s.addr,
-            length: s.length,
-            lkey: s.lkey,
-        };
-        n += 1;
-    }
-    rqe.num_sge = n;
-    check_lkeys(&rqe.sge[..usize::from(n)])?;
+    rqe.num_sge = copy_sges(&mut rqe.sge, w.sges(max_sge)?)?;
     check_rqe(&rqe, max_sge).map_err(|_: Invalid| EINVAL)?;
     Ok(rqe)
 }
