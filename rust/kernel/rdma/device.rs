@@ -68,6 +68,7 @@ use super::{
         mmap_free_callback, //
     },
     object::{
+        Counted,
         Cq,
         CqInitAttr,
         Mr,
@@ -263,7 +264,16 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// Modifies the attributes selected by `mask` (`IB_QP_*`) of a queue pair.
     fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: i32, udata: Option<&Udata>) -> Result;
 
-    /// Called before the data of a queue pair is dropped.
+    /// Called when a queue pair has been created, with its number set: the place to publish it
+    /// (e.g. in a QP number table, taking an [`ARef`]). If it fails, the creation fails and the
+    /// data is dropped without a call to [`Driver::destroy_qp`].
+    fn qp_created(_qp: &Qp<Self>) -> Result {
+        Ok(())
+    }
+
+    /// Called when ib_core destroys a queue pair. Afterwards the abstraction waits until every
+    /// [`ARef`] to the QP is dropped, then drops the data: the hook must make all holders
+    /// (tables, connections, queued work) let go, or the destruction never finishes.
     fn destroy_qp(_qp: &Qp<Self>, _udata: Option<&Udata>) {}
 
     /// Posts a chain of send work requests. On failure returns the error and the first request
@@ -381,17 +391,10 @@ pub trait Driver: Sized + Send + Sync + 'static {
     }
 
     /// Returns the QP numbered `qpn` (`iw_get_qp`). Atomic context.
-    fn iw_get_qp(_dev: &Device<Self>, _qpn: u32) -> Option<&Qp<Self>> {
-        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Takes a reference on a QP for the iw_cm (`iw_add_ref`). Atomic context.
-    fn iw_add_ref(_qp: &Qp<Self>) {
-        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Drops a reference taken by [`Driver::iw_add_ref`] (`iw_rem_ref`). Atomic context.
-    fn iw_rem_ref(_qp: &Qp<Self>) {
+    ///
+    /// The iw_cm's own references (`iw_add_ref`/`iw_rem_ref`) are [`ARef`]s taken by the
+    /// abstraction.
+    fn iw_get_qp(_dev: &Device<Self>, _qpn: u32) -> Option<ARef<Qp<Self>>> {
         build_error!(crate::error::VTABLE_DEFAULT_ERROR)
     }
 }
@@ -1215,12 +1218,21 @@ impl<T: Driver> VTable<T> {
                     udata_opt(udata),
                 )
             };
-            let init = T::create_qp(dev, attr, udata);
+            let init = Counted::new(T::create_qp(dev, attr, udata));
             // SAFETY: Per the safety requirements.
             unsafe { Qp::<T>::init_data(qp, init) }?;
             // SAFETY: The QP is initialised; ib_core does not use it concurrently before this
             // callback returns.
-            unsafe { (*qp).qp_num = T::qp_num(Qp::<T>::from_raw(qp)) };
+            let obj = unsafe { Qp::<T>::from_raw(qp) };
+            // SAFETY: As above.
+            unsafe { (*qp).qp_num = T::qp_num(obj) };
+            if let Err(e) = T::qp_created(obj) {
+                obj.release_and_wait();
+                // SAFETY: The data is initialised; on failure ib_core frees the QP without
+                // calling the destroy op, so it is never used again.
+                unsafe { Qp::<T>::drop_data(qp) };
+                return Err(e);
+            }
             Ok(0)
         })
     }
@@ -1260,7 +1272,9 @@ impl<T: Driver> VTable<T> {
         // SAFETY: Per the safety requirements.
         let (obj, udata) = unsafe { (Qp::<T>::from_raw(qp), udata_opt(udata)) };
         T::destroy_qp(obj, udata);
-        // SAFETY: Per the safety requirements the data is initialised and never used again.
+        obj.release_and_wait();
+        // SAFETY: Per the safety requirements the data is initialised and no references to it
+        // remain, so it is never used again.
         unsafe { Qp::<T>::drop_data(qp) };
         0
     }

@@ -452,6 +452,8 @@ impl<T: Driver> IwOps<T> {
         let Ok(qpn) = u32::try_from(qpn) else {
             return ptr::null_mut();
         };
+        // The iw_cm takes its own reference with `add_ref` later, as with C providers (the QP
+        // cannot be destroyed meanwhile: ib_core destroys it only after the iw_cm let go).
         T::iw_get_qp(dev, qpn).map_or(ptr::null_mut(), |qp| qp.as_raw())
     }
 
@@ -460,15 +462,18 @@ impl<T: Driver> IwOps<T> {
     /// `qp` is a live QP of a `Device<T>`.
     pub(crate) unsafe extern "C" fn add_ref(qp: *mut bindings::ib_qp) {
         // SAFETY: Per the safety requirements.
-        T::iw_add_ref(unsafe { Qp::<T>::from_raw(qp) })
+        let qp = unsafe { Qp::<T>::from_raw(qp) };
+        // The reference is returned by `rem_ref`.
+        core::mem::forget(ARef::from(qp));
     }
 
     /// # Safety
     ///
-    /// `qp` is a live QP of a `Device<T>` on which the caller holds an `iw_add_ref` reference.
+    /// `qp` is a live QP of a `Device<T>` on which the caller holds an `add_ref` reference.
     pub(crate) unsafe extern "C" fn rem_ref(qp: *mut bindings::ib_qp) {
-        // SAFETY: Per the safety requirements.
-        T::iw_rem_ref(unsafe { Qp::<T>::from_raw(qp) })
+        // SAFETY: `qp` is an `Object` at offset 0 (`Qp::from_raw`); the caller owns the
+        // reference taken by `add_ref`, which this gives back.
+        drop(unsafe { ARef::from_raw(NonNull::new_unchecked(qp.cast::<Qp<T>>())) });
     }
 }
 

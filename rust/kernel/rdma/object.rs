@@ -29,12 +29,18 @@ use super::device::{
 use crate::{
     bindings,
     prelude::*,
+    sync::{
+        aref::AlwaysRefCounted,
+        Completion,
+        Refcount, //
+    },
     types::Opaque, //
 };
 use core::{
     marker::PhantomData,
     mem::MaybeUninit,
-    ops::Deref, //
+    ops::Deref,
+    ptr::NonNull, //
 };
 
 /// A kind of verbs object.
@@ -94,10 +100,98 @@ object_kind!(
     /// Completion queues (`struct ib_cq`).
     CqKind, ib_cq, Cq, Cq
 );
-object_kind!(
-    /// Queue pairs (`struct ib_qp`).
-    QpKind, ib_qp, Qp, Qp
-);
+/// Queue pairs (`struct ib_qp`).
+///
+/// Unlike the other kinds, QPs are reference counted ([`ARef<Qp<T>>`](crate::sync::aref::ARef)):
+/// connection managers
+/// and data paths refer to a QP from socket callbacks and work items, and the iw_cm takes
+/// references (`iw_add_ref`). ib_core frees a QP when its `destroy_qp` op returns, so the
+/// abstraction's destroy op runs the driver's hook ([`Driver::destroy_qp`]), which must make
+/// every holder drop its reference, and then waits until the last reference is gone before it
+/// drops the data (siw's `qp_free` completion).
+pub struct QpKind;
+
+// SAFETY: `ib_qp` has a `device` field, which is what `device()` returns. `size_ib_qp` is set to
+// the size of `Object<T, Self>` by the device's vtable.
+unsafe impl<T: Driver> ObjectKind<T> for QpKind {
+    type Raw = bindings::ib_qp;
+    type Data = Counted<T::Qp>;
+
+    unsafe fn device(raw: *mut Self::Raw) -> *mut bindings::ib_device {
+        // SAFETY: Per the safety requirements `raw` is a live object.
+        unsafe { (*raw).device }
+    }
+}
+
+/// A `struct ib_qp` with the driver's [`Driver::Qp`] data.
+pub type Qp<T> = Object<T, QpKind>;
+
+/// Driver data with a reference count that the destruction of the object waits for.
+///
+/// Dereferences to the data.
+///
+/// # Invariants
+///
+/// `refs` is the number of [`ARef`](crate::sync::aref::ARef)s to the object plus one for ib_core, which it gives up when
+/// it destroys the object; `released` is completed when `refs` drops to zero, and never before.
+#[pin_data]
+pub struct Counted<D> {
+    refs: Refcount,
+    #[pin]
+    released: Completion,
+    #[pin]
+    data: D,
+}
+
+impl<D> Counted<D> {
+    /// Returns an initialiser for `data` with ib_core's reference.
+    pub(crate) fn new(data: impl PinInit<D, Error>) -> impl PinInit<Self, Error> {
+        // INVARIANT: The count starts with ib_core's reference; nothing completed.
+        try_pin_init!(Self {
+            refs: Refcount::new(1),
+            released <- Completion::new(),
+            data <- data,
+        }? Error)
+    }
+}
+
+impl<D> Deref for Counted<D> {
+    type Target = D;
+
+    fn deref(&self) -> &D {
+        &self.data
+    }
+}
+
+impl<T: Driver> Object<T, QpKind> {
+    /// Drops ib_core's reference and waits until all other references are dropped.
+    ///
+    /// Called once, by the destroy op, after the driver's hook. May sleep.
+    pub(crate) fn release_and_wait(&self) {
+        if !self.data.refs.dec_and_test() {
+            self.data.released.wait_for_completion();
+        }
+    }
+}
+
+// SAFETY: `inc_ref` is only called through a live reference, so the count is at least one and
+// the object alive; the object is not freed before the count drops to zero, because the destroy
+// op waits for `released` (see `release_and_wait`), which `dec_ref` completes only then.
+unsafe impl<T: Driver> AlwaysRefCounted for Object<T, QpKind> {
+    fn inc_ref(&self) {
+        self.data.refs.inc();
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller owns a reference, so the object is alive.
+        let this = unsafe { obj.as_ref() };
+        if this.data.refs.dec_and_test() {
+            // The destroy op frees the object after `wait_for_completion()` returns, which
+            // needs the completion's lock that `complete_all()` holds until it is done with it.
+            this.data.released.complete_all();
+        }
+    }
+}
 object_kind!(
     /// Shared receive queues (`struct ib_srq`).
     SrqKind, ib_srq, Srq, Srq

@@ -35,6 +35,10 @@ use kernel::{
         },
     },
     prelude::*,
+    rbtree::{
+        RBTree,
+        RBTreeNode, //
+    },
     rdma::{
         attr::{
             core_cap,
@@ -84,9 +88,14 @@ use kernel::{
         udata::Udata,
         umem::Umem,
     },
-    sync::atomic::{
-        Atomic,
-        Relaxed, //
+    sync::{
+        aref::ARef,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        new_spinlock,
+        SpinLock, //
     },
 };
 
@@ -182,6 +191,8 @@ pub(crate) struct RsiwDevice {
     next_qpn: Atomic<u32>,
     /// The STag table: every memory region by STag index.
     mem: MemTable,
+    /// Every QP by number (`iw_get_qp`), holding a reference until `destroy_qp`.
+    qp_table: Pin<KBox<SpinLock<RBTree<u32, ARef<Qp<RsiwDevice>>>>>>,
 }
 
 impl RsiwDevice {
@@ -199,7 +210,13 @@ impl RsiwDevice {
             next_cq_id: Atomic::new(1),
             next_qpn: Atomic::new(limits::FIRST_QPN),
             mem: MemTable::new()?,
+            qp_table: KBox::pin_init(new_spinlock!(RBTree::new(), "rsiw_qp_table"), GFP_KERNEL)?,
         })
+    }
+
+    /// Returns a reference to the QP numbered `qpn`, if it exists. Any context.
+    pub(crate) fn qp_by_num(&self, qpn: u32) -> Option<ARef<Qp<RsiwDevice>>> {
+        self.qp_table.lock().get(&qpn).cloned()
     }
 
     /// Returns the STag table, for the data path's access checks.
@@ -391,6 +408,19 @@ impl Driver for RsiwDevice {
         qp.qp_num()
     }
 
+    fn iw_get_qp(dev: &Device<Self>, qpn: u32) -> Option<ARef<Qp<Self>>> {
+        dev.qp_by_num(qpn)
+    }
+
+    fn qp_created(qp: &Qp<Self>) -> Result {
+        let node = RBTreeNode::new(qp.qp_num(), ARef::from(qp), GFP_KERNEL)?;
+        // QP numbers are unique (a 32-bit counter), so nothing is replaced; if a number ever
+        // came back while its QP lives, the old entry is dropped outside the lock.
+        let old = qp.device().qp_table.lock().insert(node);
+        drop(old);
+        Ok(())
+    }
+
     fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: i32, _udata: Option<&Udata>) -> Result {
         RsiwQp::modify(qp, attr, mask)
     }
@@ -400,7 +430,11 @@ impl Driver for RsiwDevice {
     }
 
     fn destroy_qp(qp: &Qp<Self>, _udata: Option<&Udata>) {
-        qp.device().qps.put();
+        let dev = qp.device();
+        let entry = dev.qp_table.lock().remove(&qp.qp_num());
+        // The table's reference; dropped outside the lock.
+        drop(entry);
+        dev.qps.put();
     }
 
     fn post_send<'a>(qp: &Qp<Self>, wr: &'a SendWr) -> Result<(), PostError<'a, SendWr>> {
