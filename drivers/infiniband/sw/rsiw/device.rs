@@ -430,6 +430,8 @@ impl Driver for RsiwDevice {
     }
 
     fn destroy_qp(qp: &Qp<Self>, _udata: Option<&Udata>) {
+        // The data path holds a QP reference, which destroy waits for.
+        RsiwQp::detach_conn(qp);
         let dev = qp.device();
         let entry = dev.qp_table.lock().remove(&qp.qp_num());
         // The table's reference; dropped outside the lock.

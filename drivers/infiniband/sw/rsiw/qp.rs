@@ -24,6 +24,7 @@ use crate::{
         UrespCreateQp,
         INVAL_UOBJ_KEY, //
     },
+    conn::Conn,
     cq::{
         Completion,
         RsiwCq, //
@@ -79,6 +80,7 @@ use kernel::{
             Atomic,
             Relaxed, //
         },
+        Arc,
         Mutex,
         SpinLockIrq, //
     },
@@ -248,6 +250,9 @@ pub(crate) struct RsiwQp {
     sq_idx: SpinLockIrq<Idx>,
     #[pin]
     rq_idx: SpinLockIrq<Idx>,
+    /// The data path of the connection, once the connection manager established it.
+    #[pin]
+    conn: SpinLockIrq<Option<Arc<Conn>>>,
 }
 
 /// Maps a kernel send opcode to the ring opcode (`siw_post_send()`), or `None` if rsiw (like
@@ -312,6 +317,7 @@ impl RsiwQp {
                 modify <- new_mutex!(()),
                 sq_idx <- new_spinlock_irq!(Idx::default(), "rsiw_sq"),
                 rq_idx <- new_spinlock_irq!(Idx::default(), "rsiw_rq"),
+                conn <- new_spinlock_irq!(None, "rsiw_qp_conn"),
             }))
         })
     }
@@ -411,6 +417,41 @@ impl RsiwQp {
         self.connected.store(u32::from(connected), Relaxed);
     }
 
+    /// Installs the data path of a new connection ([`Conn::new`]).
+    pub(crate) fn attach_conn(qp: &Qp<RsiwDevice>, conn: Arc<Conn>) {
+        let this: &RsiwQp = qp;
+        let old = this.conn.lock().replace(conn);
+        if let Some(old) = old {
+            // Cannot happen: the connection manager attaches one connection per QP.
+            old.stop();
+        }
+    }
+
+    /// Returns the data path of the connection, if any.
+    pub(crate) fn conn(&self) -> Option<Arc<Conn>> {
+        self.conn.lock().clone()
+    }
+
+    /// Queues the TX engine, if connected. Any context.
+    fn kick_tx(&self) {
+        if let Some(c) = self.conn.lock().as_ref() {
+            Conn::kick(c.as_arc_borrow());
+        }
+    }
+
+    /// Detaches and stops the data path: for `destroy_qp`, which waits for the connection's
+    /// reference on the QP to be dropped. Process context, no QP lock held.
+    pub(crate) fn detach_conn(qp: &Qp<RsiwDevice>) {
+        let this: &RsiwQp = qp;
+        let conn = this.conn.lock().take();
+        if let Some(c) = conn {
+            if let Some(cep) = c.cep() {
+                cep.disconnect(true);
+            }
+            c.stop();
+        }
+    }
+
     /// Modifies the QP (`siw_verbs_modify_qp()`).
     pub(crate) fn modify(qp: &Qp<RsiwDevice>, attr: &QpAttr, mask: i32) -> Result {
         let this: &RsiwQp = qp;
@@ -454,7 +495,15 @@ impl RsiwQp {
             if act.flush_rq {
                 Self::flush_rq(qp);
             }
-            // `act.drop_conn`: the connection manager closes the connection (next issue).
+            if act.drop_conn || state == QpState::Error {
+                if let Some(c) = this.conn() {
+                    if let Some(cep) = c.cep() {
+                        cep.disconnect(state != QpState::Closing);
+                    }
+                    // The TX engine flushes what it holds once it sees ERROR.
+                    Conn::kick(c.as_arc_borrow());
+                }
+            }
         }
         Ok(())
     }
@@ -607,7 +656,7 @@ impl RsiwQp {
                         .map_err(|e| (e, w))?;
                     idx.put = put.wrapping_add(1);
                 }
-                // The TX engine picks the SQEs up here (data path, next issue).
+                this.kick_tx();
                 Ok(())
             }
             _ => Err((ENOTCONN, wr)),
@@ -687,8 +736,10 @@ impl RsiwQp {
                 Self::flush_sq(qp);
                 Ok(())
             }
-            // The TX engine processes the ring here (data path, next issue).
-            QpState::Rts => Ok(()),
+            QpState::Rts => {
+                this.kick_tx();
+                Ok(())
+            }
             _ => Err(ENOTCONN),
         }
     }

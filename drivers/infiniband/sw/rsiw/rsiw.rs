@@ -14,6 +14,7 @@ use kernel::{
 };
 
 mod abi;
+mod conn;
 mod cq;
 mod crc;
 mod device;
@@ -23,8 +24,10 @@ mod mem;
 mod net_test;
 mod qp;
 mod ring;
+mod rx;
 mod srq;
 mod stag;
+mod tx;
 mod wqe;
 
 /// The sans-IO iWARP wire core: MPA, DDP, RDMAP framing and validation.

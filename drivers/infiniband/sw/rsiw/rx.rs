@@ -1,0 +1,538 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The RX engine: bytes from the socket in, placed data and completions out.
+//!
+//! It runs in the socket's `data_ready` callback as the read actor of `tcp_read_sock()`
+//! ([`rx_chunk`]). Header and trailer bytes go through the wire core's
+//! [`RxParser`](crate::wire::rx::RxParser) at most [`RxParser::want`] at a time; payload is
+//! copied from the socket buffer and written into the target memory, checked once per segment:
+//!
+//! - tagged (Write, Read Response): STag, PD, bounds and rights with
+//!   [`MemTable::check`](crate::mem::MemTable::check) on every segment; a Read Response must
+//!   also continue the oldest outstanding Read ([`OrdQueue`](crate::wire::stream::OrdQueue));
+//! - untagged (Send variants): into the receive queue element (or the SRQ's) taken by the
+//!   message's first segment, after the MSN/MO/length checks of
+//!   [`RxUntagged`](crate::wire::stream::RxUntagged);
+//! - Read Requests take an IRD credit and are queued for the TX engine;
+//! - a Terminate from the peer fails the connection (no Terminate is sent back).
+//!
+//! Completions are posted once a message's last segment passed its CRC check, after the RX
+//! lock is dropped. Any violation yields the Terminate the wire core names, and the TX work
+//! sends it and moves the QP to ERROR.
+
+use crate::{
+    conn::{
+        Conn,
+        InRead, //
+    },
+    cq::Completion,
+    crc::KernelCrc32c,
+    device::RsiwDevice,
+    mem::Placement,
+    qp::{
+        QpState,
+        RsiwQp, //
+    },
+    stag::Rights,
+    wire::{
+        atomic::{
+            access_error,
+            Target as AccessTarget, //
+        },
+        hdr::{
+            Body,
+            Opcode,
+            Placement as WirePlacement, //
+        },
+        rx::{
+            RxEvent,
+            RxParser,
+            Segment, //
+        },
+        stream::RxUntagged,
+        term::{
+            DdpTaggedCode,
+            RdmapCode,
+            TermCode,
+            TermEcho,
+            Terminate, //
+        },
+        tx::sg_pieces,
+    },
+    wqe::{
+        op,
+        status,
+        NUM_SGE, //
+    },
+};
+use kernel::{
+    net::tcp::SkbData,
+    prelude::*,
+    rdma::object::Qp,
+    sync::ArcBorrow, //
+};
+
+/// Size of the buffer payload is copied through.
+const CHUNK: usize = 4096;
+
+/// Completions collected under the RX lock, posted after it.
+const OUTBOX: usize = 16;
+
+/// The receive being filled.
+struct CurRqe {
+    id: u64,
+    pl: [Option<Placement>; NUM_SGE],
+    lens: [u64; NUM_SGE],
+    n: usize,
+    total: u64,
+}
+
+/// Where the current segment's payload goes.
+enum Target {
+    /// Nowhere (no payload).
+    None,
+    /// A checked tagged buffer.
+    Tagged(Placement),
+    /// The current receive, at the segment's MO.
+    Rqe(u32),
+}
+
+/// The RX engine of a connection.
+pub(crate) struct RxState {
+    parser: RxParser<KernelCrc32c>,
+    untagged: RxUntagged,
+    seg: Option<Segment>,
+    target: Target,
+    rqe: Option<CurRqe>,
+    buf: KVec<u8>,
+    failed: bool,
+    /// Set by [`Conn::stop`]: nothing is processed any more.
+    pub(crate) stopped: bool,
+}
+
+/// What to do after the RX lock is released.
+struct Outbox {
+    sq: [(u64, u8, u32); OUTBOX],
+    nsq: usize,
+    rq: [Option<Completion>; OUTBOX],
+    nrq: usize,
+    kick: bool,
+    /// Fail the connection, sending this Terminate if any.
+    fail: Option<Option<Terminate>>,
+}
+
+impl Outbox {
+    fn full(&self) -> bool {
+        self.nsq >= OUTBOX || self.nrq >= OUTBOX
+    }
+}
+
+/// A failed check: the Terminate to send (or none for a received Terminate).
+type Fail = Option<Terminate>;
+
+impl RxState {
+    /// A fresh engine around `parser`.
+    pub(crate) fn new(parser: RxParser<KernelCrc32c>) -> Result<Self> {
+        let mut buf = KVec::with_capacity(CHUNK, GFP_KERNEL)?;
+        buf.resize(CHUNK, 0, GFP_KERNEL)?;
+        Ok(Self {
+            parser,
+            untagged: RxUntagged::new(),
+            seg: None,
+            target: Target::None,
+            rqe: None,
+            buf,
+            failed: false,
+            stopped: false,
+        })
+    }
+
+    /// Takes the receive being filled (to flush it); returns its id.
+    pub(crate) fn take_rqe(&mut self) -> Option<u64> {
+        self.target = Target::None;
+        self.rqe.take().map(|r| r.id)
+    }
+
+    fn term(&self, code: TermCode, echo: TermEcho) -> Fail {
+        Some(self.parser.terminate_for(code, echo))
+    }
+
+    /// Takes a receive for a new untagged message and checks its SGEs.
+    fn take_rqe_for(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>, out: &mut Outbox) -> Result<(), Fail> {
+        let local = || Some(Terminate::bare(TermCode::rdmap_catastrophic()));
+        let rqe = match RsiwQp::next_rqe(qp) {
+            None => return Ok(()),
+            Some(Err((id, st))) => {
+                push_rq(out, completion(id, st, 0, None, false));
+                return Err(local());
+            }
+            Some(Ok(r)) => r,
+        };
+        let n = usize::from(rqe.num_sge).min(NUM_SGE);
+        let mut cur = CurRqe {
+            id: rqe.id,
+            pl: Default::default(),
+            lens: [0; NUM_SGE],
+            n,
+            total: 0,
+        };
+        let mem = qp.device().mem();
+        for (i, s) in rqe.sge.iter().take(n).enumerate() {
+            cur.lens[i] = u64::from(s.length);
+            cur.total = cur.total.saturating_add(u64::from(s.length));
+            if s.length == 0 {
+                continue;
+            }
+            match mem.check(conn.pd, s.lkey, Rights::LOCAL_WRITE, s.laddr, u64::from(s.length)) {
+                Ok(p) => cur.pl[i] = Some(p),
+                Err(_) => {
+                    push_rq(out, completion(rqe.id, status::LOC_PROT_ERR, 0, None, false));
+                    return Err(local());
+                }
+            }
+        }
+        self.rqe = Some(cur);
+        Ok(())
+    }
+
+    /// A new segment's header was validated.
+    fn on_segment(
+        &mut self,
+        conn: &Conn,
+        qp: &Qp<RsiwDevice>,
+        seg: Segment,
+        out: &mut Outbox,
+    ) -> Result<(), Fail> {
+        self.seg = Some(seg);
+        self.target = Target::None;
+        let len = u64::from(seg.payload_len);
+        let mem = qp.device().mem();
+        match (seg.hdr.opcode, seg.hdr.placement) {
+            (Opcode::Write, WirePlacement::Tagged { stag, to }) => {
+                if len > 0 {
+                    match mem.check(conn.pd, stag, Rights::REMOTE_WRITE, to, len) {
+                        Ok(p) => self.target = Target::Tagged(p),
+                        Err(f) => {
+                            let (c, e) = access_error(AccessTarget::Write, f);
+                            return Err(self.term(c, e));
+                        }
+                    }
+                }
+            }
+            (Opcode::ReadResponse, WirePlacement::Tagged { stag, to }) => {
+                let r = conn
+                    .shared
+                    .lock()
+                    .ord
+                    .on_read_response(stag, to, seg.payload_len, seg.hdr.last);
+                if let Err(c) = r {
+                    return Err(self.term(c, TermEcho::Ddp));
+                }
+                if len > 0 {
+                    match mem.check(conn.pd, stag, Rights::LOCAL_WRITE, to, len) {
+                        Ok(p) => self.target = Target::Tagged(p),
+                        Err(f) => {
+                            let (c, e) = access_error(AccessTarget::Write, f);
+                            return Err(self.term(c, e));
+                        }
+                    }
+                }
+            }
+            (
+                Opcode::Send | Opcode::SendInv | Opcode::SendSe | Opcode::SendSeInv,
+                WirePlacement::Untagged { mo, .. },
+            ) => {
+                if self.rqe.is_none() {
+                    self.take_rqe_for(conn, qp, out)?;
+                }
+                let avail = self.rqe.as_ref().map(|r| r.total);
+                if let Err(c) = self.untagged.check(&seg, avail) {
+                    return Err(self.term(c, TermEcho::Ddp));
+                }
+                self.target = Target::Rqe(mo);
+            }
+            (Opcode::ReadRequest, _) => {
+                if let Err(c) = self.untagged.check(&seg, Some(u64::MAX)) {
+                    return Err(self.term(c, TermEcho::DdpAndRdma));
+                }
+            }
+            (Opcode::Terminate, _) => {}
+            _ => {
+                return Err(self.term(
+                    TermCode::operation(RdmapCode::UnexpectedOpcode),
+                    TermEcho::Ddp,
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// Places `n` payload bytes from `buf` at `off` in the current segment's payload.
+    fn place(&mut self, off: u32, n: usize) -> Result<(), Fail> {
+        let data = self.buf.get(..n).unwrap_or(&[]);
+        let bad = || {
+            Some(Terminate::bare(TermCode::tagged(
+                DdpTaggedCode::InvalidStag,
+            )))
+        };
+        match &self.target {
+            Target::None => Ok(()),
+            Target::Tagged(p) => p.write(u64::from(off), data).map_err(|_| bad()),
+            Target::Rqe(mo) => {
+                let r = self.rqe.as_ref().ok_or_else(bad)?;
+                let at = u64::from(*mo).saturating_add(u64::from(off));
+                let mut done = 0usize;
+                for piece in sg_pieces(r.lens.get(..r.n).unwrap_or(&[]), at, n as u64) {
+                    let len = piece.len as usize;
+                    let src = data.get(done..done.saturating_add(len)).ok_or_else(bad)?;
+                    r.pl.get(piece.index)
+                        .and_then(|p| p.as_ref())
+                        .ok_or_else(bad)?
+                        .write(piece.offset, src)
+                        .map_err(|_| bad())?;
+                    done = done.saturating_add(len);
+                }
+                if done != n {
+                    return Err(bad());
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The current segment ended and its CRC matched.
+    fn on_end(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>, out: &mut Outbox) -> Result<(), Fail> {
+        let Some(seg) = self.seg.take() else {
+            return Ok(());
+        };
+        self.target = Target::None;
+        match seg.hdr.opcode {
+            Opcode::ReadResponse if seg.hdr.last => {
+                let mut sh = conn.shared.lock();
+                while sh.ord.pop_completed().is_some() {
+                    let Some(w) = sh.orq.pop() else {
+                        break;
+                    };
+                    if let (Some(id), true) = (w.id, w.signalled) {
+                        if out.nsq < OUTBOX {
+                            out.sq[out.nsq] = (id, w.opcode, w.len);
+                            out.nsq += 1;
+                        }
+                    }
+                }
+                out.kick = true;
+            }
+            Opcode::Send | Opcode::SendInv | Opcode::SendSe | Opcode::SendSeInv if seg.hdr.last => {
+                let mo = match seg.hdr.placement {
+                    WirePlacement::Untagged { mo, .. } => mo,
+                    WirePlacement::Tagged { .. } => 0,
+                };
+                let bytes = mo.saturating_add(seg.payload_len);
+                let Some(r) = self.rqe.take() else {
+                    return Ok(());
+                };
+                let mut inval = None;
+                if let WirePlacement::Untagged { inv_stag, .. } = seg.hdr.placement {
+                    if seg.hdr.opcode.has_invalidate() {
+                        if let Err(f) = qp.device().mem().invalidate(conn.pd, inv_stag, true) {
+                            push_rq(out, completion(r.id, status::LOC_PROT_ERR, bytes, None, false));
+                            let (c, e) = access_error(AccessTarget::SendInvalidate, f);
+                            return Err(self.term(c, e));
+                        }
+                        inval = Some(inv_stag);
+                    }
+                }
+                let se = seg.hdr.opcode.is_solicited();
+                push_rq(out, completion(r.id, status::SUCCESS, bytes, inval, se));
+            }
+            Opcode::ReadRequest => {
+                let Body::ReadRequest(r) = seg.body else {
+                    return Err(self.term(
+                        TermCode::operation(RdmapCode::CatastrophicStream),
+                        TermEcho::Ddp,
+                    ));
+                };
+                if r.size > 0 {
+                    if let Err(f) = qp.device().mem().check(
+                        conn.pd,
+                        r.src_stag,
+                        Rights::REMOTE_READ,
+                        r.src_to,
+                        u64::from(r.size),
+                    ) {
+                        let (c, e) = access_error(AccessTarget::ReadRequest, f);
+                        return Err(self.term(c, e));
+                    }
+                }
+                let mut sh = conn.shared.lock();
+                if let Err(c) = sh.ird.take() {
+                    drop(sh);
+                    return Err(self.term(c, TermEcho::DdpAndRdma));
+                }
+                let req = InRead {
+                    sink_stag: r.sink_stag,
+                    sink_to: r.sink_to,
+                    size: r.size,
+                    src_stag: r.src_stag,
+                    src_to: r.src_to,
+                };
+                if sh.irq.push(req).is_err() {
+                    drop(sh);
+                    return Err(self.term(
+                        TermCode::operation(RdmapCode::CatastrophicStream),
+                        TermEcho::DdpAndRdma,
+                    ));
+                }
+                out.kick = true;
+            }
+            Opcode::Terminate => {
+                // The peer terminated: fail without answering (RFC 5040 6.1).
+                if let Body::Terminate(t) = seg.body {
+                    let c = t.code;
+                    pr_info!(
+                        "rsiw: QP {}: Terminate received: layer {} type {} code {:#x}\n",
+                        conn.qpn,
+                        c.layer,
+                        c.etype,
+                        c.ecode
+                    );
+                }
+                return Err(None);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Processes one run of received bytes; returns how many were consumed.
+    fn process(
+        &mut self,
+        conn: &Conn,
+        qp: &Qp<RsiwDevice>,
+        skb: &SkbData<'_>,
+        out: &mut Outbox,
+    ) -> Result<usize, (usize, Fail)> {
+        let len = skb.len();
+        let mut pos = 0usize;
+        let local = |pos| (pos, Some(Terminate::bare(TermCode::rdmap_catastrophic())));
+        while pos < len && !out.full() {
+            let left = len - pos;
+            let rem = self.parser.payload_remaining();
+            if rem > 0 {
+                let n = rem.min(left).min(CHUNK);
+                let dst = self.buf.get_mut(..n).ok_or_else(|| local(pos))?;
+                skb.copy_to(pos, dst).map_err(|_| local(pos))?;
+                let data = self.buf.get(..n).unwrap_or(&[]);
+                let off = self.parser.consume_payload(data).ok_or_else(|| local(pos))?;
+                self.place(off, n).map_err(|f| (pos, f))?;
+                pos += n;
+                continue;
+            }
+            let want = self.parser.want();
+            if want == 0 {
+                return Err(local(pos));
+            }
+            let n = want.min(left).min(CHUNK);
+            let dst = self.buf.get_mut(..n).ok_or_else(|| local(pos))?;
+            skb.copy_to(pos, dst).map_err(|_| local(pos))?;
+            let mut used = 0usize;
+            while used < n {
+                let input = self.buf.get(used..n).unwrap_or(&[]);
+                let (c, ev) = self.parser.feed(input);
+                used = used.saturating_add(c);
+                let ev = match ev {
+                    RxEvent::NeedMore => break,
+                    RxEvent::Segment(s) => Ev::Segment(s),
+                    RxEvent::End => Ev::End,
+                    RxEvent::Error(e) => Ev::Error(e.code, e.echo),
+                    // Cannot happen: at most `want()` bytes are fed outside the payload.
+                    RxEvent::Payload { .. } => Ev::Error(
+                        TermCode::operation(RdmapCode::CatastrophicStream),
+                        TermEcho::None,
+                    ),
+                };
+                match ev {
+                    Ev::Segment(s) => self.on_segment(conn, qp, s, out),
+                    Ev::End => self.on_end(conn, qp, out),
+                    Ev::Error(c, e) => Err(self.term(c, e)),
+                }
+                .map_err(|f| (pos.saturating_add(used), f))?;
+                if c == 0 {
+                    break;
+                }
+            }
+            pos = pos.saturating_add(n);
+        }
+        Ok(pos)
+    }
+}
+
+/// An owned parser event.
+enum Ev {
+    Segment(Segment),
+    End,
+    Error(TermCode, TermEcho),
+}
+
+fn completion(id: u64, st: u16, bytes: u32, inval: Option<u32>, solicited: bool) -> Completion {
+    Completion {
+        id,
+        opcode: op::RECEIVE,
+        status: st,
+        bytes,
+        inval_stag: inval,
+        solicited,
+    }
+}
+
+fn push_rq(out: &mut Outbox, c: Completion) {
+    if let Some(s) = out.rq.get_mut(out.nrq) {
+        *s = Some(c);
+        out.nrq += 1;
+    }
+}
+
+/// The read actor: processes a run of received bytes of `qp`'s connection. Returns how many
+/// bytes were consumed; `tcp_read_sock()` calls again for the rest. Atomic context.
+pub(crate) fn rx_chunk(conn: ArcBorrow<'_, Conn>, qp: &Qp<RsiwDevice>, skb: &SkbData<'_>) -> usize {
+    let mut out = Outbox {
+        sq: [(0, 0, 0); OUTBOX],
+        nsq: 0,
+        rq: [None; OUTBOX],
+        nrq: 0,
+        kick: false,
+        fail: None,
+    };
+    let consumed = {
+        let mut rx = conn.rx.lock();
+        if rx.stopped {
+            return 0;
+        }
+        if rx.failed || !matches!(qp.state(), QpState::Rts | QpState::Closing) {
+            // Dropped: the connection is failing or the QP left RTS.
+            skb.len()
+        } else {
+            match rx.process(&conn, qp, skb, &mut out) {
+                Ok(n) => n,
+                Err((n, f)) => {
+                    rx.failed = true;
+                    out.fail = Some(f);
+                    let _ = n;
+                    skb.len()
+                }
+            }
+        }
+    };
+    for &(id, opcode, bytes) in out.sq.iter().take(out.nsq) {
+        RsiwQp::complete_sq(qp, id, opcode, status::SUCCESS, bytes);
+    }
+    for c in out.rq.iter().take(out.nrq).flatten() {
+        RsiwQp::complete_rq(qp, c);
+    }
+    if let Some(term) = out.fail {
+        Conn::fail(conn, term);
+    } else if out.kick {
+        Conn::kick(conn);
+    }
+    consumed
+}

@@ -1,0 +1,709 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The TX engine: send queue elements and Read Responses in, FPDUs out.
+//!
+//! It runs in the connection's work item ([`Conn::tx_work`]), never in softirq. Per pass it
+//! finishes a partially sent FPDU, continues the message in progress, then starts the next
+//! message: the peer-to-peer RTR (initiator, once), the Read Responses the peer asked for
+//! (within IRD), and the next send queue element. Each message is cut into FPDUs sized to the
+//! current TCP MSS by [`crate::wire::tx::Segmenter`]; an FPDU is assembled (header, payload
+//! copied from the memory regions or the inline data, pad and CRC) in one buffer and sent
+//! with `MSG_DONTWAIT`. When TCP takes only part of it, TX stops and `write_space` resumes it.
+//!
+//! Send, Send with Solicited Event / Invalidate and Write complete when their last byte was
+//! handed to TCP; a Read completes when its response arrived (RX). A Read waits for an ORD
+//! credit, and a fenced element waits until no Read is outstanding.
+
+use crate::{
+    conn::{
+        issue_read,
+        read_opcode,
+        Conn,
+        InRead,
+        OrqWr, //
+    },
+    device::RsiwDevice,
+    mem::Placement,
+    qp::{
+        QpState,
+        RsiwQp, //
+    },
+    stag::Rights,
+    wire::{
+        fpdu::mulpdu_from_mss,
+        hdr::{
+            Body,
+            Opcode,
+            Placement as WirePlacement,
+            ReadRequest,
+            QN_READ_REQ,
+            QN_SEND,
+            QN_TERMINATE, //
+        },
+        mpa::RtrKind,
+        stream::{
+            Request,
+            TxMsn, //
+        },
+        term::{
+            TermCode,
+            Terminate, //
+        },
+        tx::{
+            rtr_message,
+            sg_pieces,
+            Segmenter,
+            TxMessage, //
+        },
+    },
+    wqe::{
+        flags,
+        op,
+        status,
+        Sqe,
+        MAX_INLINE,
+        NUM_SGE, //
+    },
+};
+use core::sync::atomic::Ordering::{
+    Acquire,
+    Release, //
+};
+use kernel::{
+    net::{
+        socket::SendFlags,
+        tcp::{
+            SocketGuard,
+            TcpSocket, //
+        },
+    },
+    prelude::*,
+    rdma::object::Qp,
+    sync::Arc,
+};
+
+/// FPDUs sent per pass before the work item requeues itself (fairness between QPs).
+const BURST: u32 = 64;
+
+/// Size of the FPDU buffer: the largest FPDU (ULPDU_Length is 16 bits).
+const FPDU_BUF: usize = 65536 + 16;
+
+/// Where a message's payload comes from.
+enum Src {
+    /// No payload.
+    None,
+    /// Inline data of the send queue element.
+    Inline([u8; MAX_INLINE], usize),
+    /// The SGEs of a send queue element, checked once when the message starts.
+    Sgl([Option<Placement>; NUM_SGE], [u64; NUM_SGE], usize),
+    /// Our memory, read by the peer (Read Response): checked per FPDU.
+    Remote(u32, u64),
+}
+
+/// What to do once the last FPDU of a message is handed to TCP.
+#[derive(Clone, Copy)]
+enum Done {
+    /// Nothing (Read Request, RTR, Terminate).
+    Nothing,
+    /// Complete a send queue element.
+    Sq {
+        id: u64,
+        opcode: u8,
+        signalled: bool,
+        bytes: u32,
+    },
+    /// A Read Response went out: release its IRD credit.
+    ReadResponse,
+}
+
+/// A message being sent.
+struct TxMsg {
+    seg: Segmenter,
+    src: Src,
+    done: Done,
+}
+
+/// Why a pass ended.
+enum Pass {
+    /// Nothing left to send.
+    Idle,
+    /// The socket is full.
+    Blocked,
+    /// The burst is used up; more to send.
+    Budget,
+}
+
+/// A fatal error found by TX: complete `wr` with its status, send `term` (if any) and move the
+/// QP to ERROR.
+struct Fatal {
+    wr: Option<(u64, u8, u16)>,
+    term: Option<Terminate>,
+}
+
+impl Fatal {
+    fn local(wr: Option<(u64, u8, u16)>) -> Self {
+        Self {
+            wr,
+            term: Some(Terminate::bare(TermCode::rdmap_catastrophic())),
+        }
+    }
+}
+
+/// The TX engine of a connection.
+pub(crate) struct TxState {
+    msn: TxMsn,
+    cur: Option<TxMsg>,
+    /// A send queue element taken off the ring that waits for an ORD credit or the fence.
+    pending: Option<Sqe>,
+    /// The FPDU being sent and how much of it TCP took.
+    buf: KVVec<u8>,
+    sent: usize,
+    /// What to do when `buf` is fully sent (its FPDU ended a message).
+    buf_done: Option<Done>,
+    /// The RTR to send first.
+    rtr: Option<RtrKind>,
+    /// The connection failed; nothing is sent any more.
+    pub(crate) dead: bool,
+}
+
+impl TxState {
+    /// A fresh engine; `rtr` is the RTR message to send first.
+    pub(crate) fn new(rtr: Option<RtrKind>) -> Result<Self> {
+        Ok(Self {
+            msn: TxMsn::new(),
+            cur: None,
+            pending: None,
+            buf: KVVec::with_capacity(FPDU_BUF, GFP_KERNEL)?,
+            sent: 0,
+            buf_done: None,
+            rtr,
+            dead: false,
+        })
+    }
+
+    /// Completes what the engine holds with `IB_WC_WR_FLUSH_ERR` and forgets it.
+    pub(crate) fn flush(&mut self, qp: &Qp<RsiwDevice>) {
+        let mut done = [None, None];
+        done[0] = self.buf_done.take();
+        done[1] = self.cur.take().map(|m| m.done);
+        for d in done.into_iter().flatten() {
+            if let Done::Sq { id, opcode, .. } = d {
+                RsiwQp::complete_sq(qp, id, opcode, status::WR_FLUSH_ERR, 0);
+            }
+        }
+        if let Some(s) = self.pending.take() {
+            RsiwQp::complete_sq(qp, s.id, s.opcode, status::WR_FLUSH_ERR, 0);
+        }
+        self.buf.clear();
+        self.sent = 0;
+    }
+
+    /// Sends a Terminate, after the rest of a partially sent FPDU. Gives up (the connection
+    /// is aborted anyway) if the socket is full.
+    pub(crate) fn send_terminate(&mut self, conn: &Conn, sock: &TcpSocket, t: Terminate) {
+        let mut g = sock.lock();
+        if self.sent < self.buf.len() && !matches!(self.push(&mut g, false), Ok(true)) {
+            return;
+        }
+        let Some(msn) = self.msn.take(QN_TERMINATE) else {
+            return;
+        };
+        let msg = TxMessage {
+            opcode: Opcode::Terminate,
+            placement: WirePlacement::Untagged {
+                inv_stag: 0,
+                qn: QN_TERMINATE,
+                msn,
+                mo: 0,
+            },
+            body: Body::Terminate(t),
+            payload_len: 0,
+        };
+        let Some(mulpdu) = mulpdu_from_mss(sock.mss_cache()) else {
+            return;
+        };
+        let Ok(seg) = Segmenter::new(msg, mulpdu) else {
+            return;
+        };
+        self.cur = Some(TxMsg {
+            seg,
+            src: Src::None,
+            done: Done::Nothing,
+        });
+        if self.build(conn, sock).is_ok() {
+            let _ = self.push(&mut g, false);
+        }
+        self.cur = None;
+    }
+
+    /// Sends the rest of `buf`. Returns `Ok(true)` when all of it is with TCP.
+    fn push(&mut self, g: &mut SocketGuard<'_>, more: bool) -> Result<bool> {
+        while self.sent < self.buf.len() {
+            let rest = self.buf.get(self.sent..).unwrap_or(&[]);
+            let fl = if more {
+                SendFlags::DONTWAIT | SendFlags::MORE
+            } else {
+                SendFlags::DONTWAIT
+            };
+            match g.send(&[rest], fl) {
+                Ok(0) => return Ok(false),
+                Ok(n) => self.sent = self.sent.saturating_add(n),
+                Err(e) if e == EAGAIN => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Assembles the next FPDU of the current message into `buf`.
+    fn build(&mut self, conn: &Conn, sock: &TcpSocket) -> Result<(), Fatal> {
+        let Some(m) = self.cur.as_mut() else {
+            return Ok(());
+        };
+        if let Some(mulpdu) = mulpdu_from_mss(sock.mss_cache()) {
+            // On failure the old size stays: still a valid, if large, FPDU.
+            let _ = m.seg.set_mulpdu(mulpdu);
+        }
+        let Some(plan) = m.seg.next_fpdu() else {
+            self.cur = None;
+            return Ok(());
+        };
+        let local = || Fatal::local(sq_of(&m.done));
+        self.buf.clear();
+        self.sent = 0;
+        self.buf
+            .extend_from_slice(plan.header(), GFP_KERNEL)
+            .map_err(|_| local())?;
+        let start = self.buf.len();
+        let n = plan.payload_len as usize;
+        self.buf
+            .resize(start.saturating_add(n), 0, GFP_KERNEL)
+            .map_err(|_| local())?;
+        let off = u64::from(plan.payload_off);
+        {
+            let dst = self.buf.get_mut(start..).ok_or_else(local)?;
+            match &m.src {
+                Src::None => {}
+                Src::Inline(data, len) => {
+                    let s = data
+                        .get(plan.payload_off as usize..*len)
+                        .and_then(|s| s.get(..n))
+                        .ok_or_else(local)?;
+                    dst.copy_from_slice(s);
+                }
+                Src::Sgl(pl, lens, cnt) => {
+                    let mut at = 0usize;
+                    for p in sg_pieces(lens.get(..*cnt).unwrap_or(&[]), off, n as u64) {
+                        let len = p.len as usize;
+                        let d = dst
+                            .get_mut(at..at.saturating_add(len))
+                            .ok_or_else(local)?;
+                        pl.get(p.index)
+                            .and_then(|x| x.as_ref())
+                            .ok_or_else(local)?
+                            .read(p.offset, d)
+                            .map_err(|_| local())?;
+                        at = at.saturating_add(len);
+                    }
+                    if at != n {
+                        return Err(local());
+                    }
+                }
+                Src::Remote(stag, to) => {
+                    if n > 0 {
+                        let to = to.checked_add(off).ok_or_else(local)?;
+                        let p = conn
+                            .qp()
+                            .ok_or_else(local)?
+                            .device()
+                            .mem()
+                            .check(conn.pd, *stag, Rights::REMOTE_READ, to, n as u64)
+                            .map_err(|_| local())?;
+                        p.read(0, dst).map_err(|_| local())?;
+                    }
+                }
+            }
+        }
+        let mut crc = plan.crc(&conn.crc32c, conn.crc);
+        crc.update(self.buf.get(start..).unwrap_or(&[]));
+        let (t, tl) = crc.trailer();
+        self.buf
+            .extend_from_slice(t.get(..tl).unwrap_or(&[]), GFP_KERNEL)
+            .map_err(|_| local())?;
+        if plan.last {
+            self.buf_done = Some(m.done);
+            self.cur = None;
+        }
+        Ok(())
+    }
+
+    /// Takes the next message to send, if any.
+    fn next_message(
+        &mut self,
+        conn: &Conn,
+        qp: &Qp<RsiwDevice>,
+        mulpdu: u16,
+    ) -> Result<Option<TxMsg>, Fatal> {
+        let seg = |msg: TxMessage| Segmenter::new(msg, mulpdu).map_err(|_| Fatal::local(None));
+        if let Some(kind) = self.rtr.take() {
+            let qn = match kind {
+                RtrKind::Read => QN_READ_REQ,
+                _ => QN_SEND,
+            };
+            let msn = self.msn.take(qn).ok_or(Fatal::local(None))?;
+            if kind == RtrKind::Read {
+                let req = Request::Read {
+                    sink_stag: 1,
+                    sink_to: 0,
+                    size: 0,
+                };
+                let mut sh = conn.shared.lock();
+                if !issue_read(&mut sh, req, OrqWr::default()) {
+                    return Err(Fatal::local(None));
+                }
+            }
+            return Ok(Some(TxMsg {
+                seg: seg(rtr_message(kind, msn))?,
+                src: Src::None,
+                done: Done::Nothing,
+            }));
+        }
+        let rr = conn.shared.lock().irq.pop();
+        if let Some(r) = rr {
+            return Ok(Some(read_response(r, mulpdu)?));
+        }
+        let sqe = loop {
+            let sqe = match self.pending.take() {
+                Some(s) => s,
+                None => match qp.next_sqe() {
+                    None => return Ok(None),
+                    Some(Err(wr)) => {
+                        return Err(Fatal {
+                            wr: Some(wr),
+                            term: None,
+                        })
+                    }
+                    Some(Ok(s)) => s,
+                },
+            };
+            match sqe.opcode {
+                op::INVAL_STAG => {
+                    // A local operation, completed in send queue order.
+                    if qp
+                        .device()
+                        .mem()
+                        .invalidate(conn.pd, sqe.rkey, false)
+                        .is_err()
+                    {
+                        return Err(Fatal {
+                            wr: Some((sqe.id, sqe.opcode, status::LOC_PROT_ERR)),
+                            term: None,
+                        });
+                    }
+                    if sqe.flags & flags::SIGNALLED != 0 {
+                        RsiwQp::complete_sq(qp, sqe.id, sqe.opcode, status::SUCCESS, 0);
+                    }
+                }
+                op::REG_MR => {
+                    // Fast registration is not there yet.
+                    return Err(Fatal {
+                        wr: Some((sqe.id, sqe.opcode, status::LOC_QP_OP_ERR)),
+                        term: None,
+                    });
+                }
+                _ => break sqe,
+            }
+        };
+        let signalled = sqe.flags & flags::SIGNALLED != 0;
+        let fail = |st: u16| Fatal::local(Some((sqe.id, sqe.opcode, st)));
+        if sqe.flags & flags::READ_FENCE != 0 && !conn.shared.lock().ord.is_empty() {
+            self.pending = Some(sqe);
+            return Ok(None);
+        }
+        let dev = qp.device();
+        match sqe.opcode {
+            op::READ | op::READ_LOCAL_INV => {
+                let sink = sqe.sge[0];
+                let size = if sqe.num_sge == 0 { 0 } else { sink.length };
+                let req = Request::Read {
+                    sink_stag: sink.lkey,
+                    sink_to: sink.laddr,
+                    size,
+                };
+                let wr = OrqWr {
+                    id: Some(sqe.id),
+                    opcode: read_opcode(sqe.opcode == op::READ_LOCAL_INV),
+                    signalled,
+                    len: size,
+                    sink,
+                };
+                // The sink must be writable by us (the response is placed there).
+                if size > 0 {
+                    dev.mem()
+                        .check(
+                            conn.pd,
+                            sink.lkey,
+                            Rights::LOCAL_WRITE,
+                            sink.laddr,
+                            u64::from(size),
+                        )
+                        .map_err(|_| fail(status::LOC_PROT_ERR))?;
+                }
+                let msn = self.msn.peek(QN_READ_REQ).ok_or(fail(status::LOC_QP_OP_ERR))?;
+                {
+                    let mut sh = conn.shared.lock();
+                    if !issue_read(&mut sh, req, wr) {
+                        drop(sh);
+                        self.pending = Some(sqe);
+                        return Ok(None);
+                    }
+                }
+                let _ = self.msn.take(QN_READ_REQ);
+                let msg = TxMessage {
+                    opcode: Opcode::ReadRequest,
+                    placement: WirePlacement::Untagged {
+                        inv_stag: 0,
+                        qn: QN_READ_REQ,
+                        msn,
+                        mo: 0,
+                    },
+                    body: Body::ReadRequest(ReadRequest {
+                        sink_stag: sink.lkey,
+                        sink_to: sink.laddr,
+                        size,
+                        src_stag: sqe.rkey,
+                        src_to: sqe.raddr,
+                    }),
+                    payload_len: 0,
+                };
+                return Ok(Some(TxMsg {
+                    seg: seg(msg).map_err(|_| fail(status::LOC_QP_OP_ERR))?,
+                    src: Src::None,
+                    done: Done::Nothing,
+                }));
+            }
+            _ => {}
+        }
+        // Send, Send with Invalidate, Write: the payload.
+        let (src, len) = if sqe.flags & flags::INLINE != 0 {
+            let len = sqe.sge[0].length as usize;
+            let mut data = [0u8; MAX_INLINE];
+            let s = sqe.sge[1..]
+                .as_bytes()
+                .get(..len)
+                .ok_or(fail(status::LOC_LEN_ERR))?;
+            data.get_mut(..len)
+                .ok_or(fail(status::LOC_LEN_ERR))?
+                .copy_from_slice(s);
+            (Src::Inline(data, len), len as u32)
+        } else {
+            let n = usize::from(sqe.num_sge).min(NUM_SGE);
+            let mut pl: [Option<Placement>; NUM_SGE] = Default::default();
+            let mut lens = [0u64; NUM_SGE];
+            let mut total = 0u32;
+            for (i, s) in sqe.sge.iter().take(n).enumerate() {
+                lens[i] = u64::from(s.length);
+                total = total
+                    .checked_add(s.length)
+                    .ok_or(fail(status::LOC_LEN_ERR))?;
+                if s.length == 0 {
+                    continue;
+                }
+                let p = dev
+                    .mem()
+                    .check(
+                        conn.pd,
+                        s.lkey,
+                        Rights::LOCAL_READ,
+                        s.laddr,
+                        u64::from(s.length),
+                    )
+                    .map_err(|_| fail(status::LOC_PROT_ERR))?;
+                pl[i] = Some(p);
+            }
+            (Src::Sgl(pl, lens, n), total)
+        };
+        let solicited = sqe.flags & flags::SOLICITED != 0;
+        let (opcode, placement) = match sqe.opcode {
+            op::WRITE => (
+                Opcode::Write,
+                WirePlacement::Tagged {
+                    stag: sqe.rkey,
+                    to: sqe.raddr,
+                },
+            ),
+            op::SEND | op::SEND_REMOTE_INV => {
+                let inv = sqe.opcode == op::SEND_REMOTE_INV;
+                let opcode = match (inv, solicited) {
+                    (false, false) => Opcode::Send,
+                    (false, true) => Opcode::SendSe,
+                    (true, false) => Opcode::SendInv,
+                    (true, true) => Opcode::SendSeInv,
+                };
+                let msn = self.msn.take(QN_SEND).ok_or(fail(status::LOC_QP_OP_ERR))?;
+                (
+                    opcode,
+                    WirePlacement::Untagged {
+                        inv_stag: if inv { sqe.rkey } else { 0 },
+                        qn: QN_SEND,
+                        msn,
+                        mo: 0,
+                    },
+                )
+            }
+            _ => return Err(fail(status::LOC_QP_OP_ERR)),
+        };
+        let msg = TxMessage {
+            opcode,
+            placement,
+            body: Body::None,
+            payload_len: len,
+        };
+        Ok(Some(TxMsg {
+            seg: seg(msg).map_err(|_| fail(status::LOC_LEN_ERR))?,
+            src,
+            done: Done::Sq {
+                id: sqe.id,
+                opcode: sqe.opcode,
+                signalled,
+                bytes: len,
+            },
+        }))
+    }
+
+    /// Runs after the last byte of a message was handed to TCP.
+    fn finish(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>) {
+        match self.buf_done.take() {
+            Some(Done::Sq {
+                id,
+                opcode,
+                signalled: true,
+                bytes,
+            }) => RsiwQp::complete_sq(qp, id, opcode, status::SUCCESS, bytes),
+            Some(Done::ReadResponse) => conn.shared.lock().ird.release(),
+            _ => {}
+        }
+    }
+
+    /// One pass: sends up to [`BURST`] FPDUs.
+    fn run(
+        &mut self,
+        conn: &Conn,
+        qp: &Qp<RsiwDevice>,
+        sock: &TcpSocket,
+        g: &mut SocketGuard<'_>,
+    ) -> Result<Pass, Fatal> {
+        for _ in 0..BURST {
+            if self.sent < self.buf.len() {
+                let more = self.cur.is_some();
+                match self.push(g, more) {
+                    Ok(true) => self.finish(conn, qp),
+                    Ok(false) => return Ok(Pass::Blocked),
+                    Err(_) => {
+                        // The socket failed; the CM reports it. Stop sending.
+                        return Err(Fatal {
+                            wr: None,
+                            term: None,
+                        });
+                    }
+                }
+            }
+            if self.cur.is_none() {
+                let Some(mulpdu) = mulpdu_from_mss(sock.mss_cache()) else {
+                    return Err(Fatal::local(None));
+                };
+                match self.next_message(conn, qp, mulpdu)? {
+                    Some(m) => self.cur = Some(m),
+                    None => return Ok(Pass::Idle),
+                }
+            }
+            self.build(conn, sock)?;
+        }
+        Ok(Pass::Budget)
+    }
+}
+
+/// The send queue element a fatal error completes.
+fn sq_of(d: &Done) -> Option<(u64, u8, u16)> {
+    match *d {
+        Done::Sq { id, opcode, .. } => Some((id, opcode, status::LOC_PROT_ERR)),
+        _ => None,
+    }
+}
+
+/// The Read Response to an inbound Read Request.
+fn read_response(r: InRead, mulpdu: u16) -> Result<TxMsg, Fatal> {
+    let msg = TxMessage {
+        opcode: Opcode::ReadResponse,
+        placement: WirePlacement::Tagged {
+            stag: r.sink_stag,
+            to: r.sink_to,
+        },
+        body: Body::None,
+        payload_len: r.size,
+    };
+    let seg = Segmenter::new(msg, mulpdu).map_err(|_| Fatal::local(None))?;
+    Ok(TxMsg {
+        seg,
+        src: Src::Remote(r.src_stag, r.src_to),
+        done: Done::ReadResponse,
+    })
+}
+
+impl Conn {
+    /// The work item: sends what there is to send, or handles a fatal error. Process context.
+    pub(crate) fn tx_work(self: &Arc<Self>) {
+        if self.stopped.load(Acquire) {
+            return;
+        }
+        let (Some(qp), Some(sock)) = (self.qp(), self.sock()) else {
+            return;
+        };
+        let mut tx = self.tx.lock();
+        if self.stopped.load(Acquire) || tx.dead {
+            return;
+        }
+        if self.shared.lock().fatal {
+            self.fatal(&qp, &mut tx, &sock);
+            return;
+        }
+        match qp.state() {
+            QpState::Error => {
+                tx.dead = true;
+                self.flush_inflight(&qp, &mut tx);
+                return;
+            }
+            QpState::Rts | QpState::Closing => {}
+            _ => return,
+        }
+        let r = {
+            let mut g = sock.lock();
+            tx.run(self, &qp, &sock, &mut g)
+        };
+        match r {
+            Ok(Pass::Idle) => {}
+            Ok(Pass::Budget) => Conn::kick(self.as_arc_borrow()),
+            Ok(Pass::Blocked) => {
+                self.tx_blocked.store(true, Release);
+                // `write_space` may have run before the flag was set.
+                if sock.stream_wspace() >= sock.stream_min_wspace() {
+                    self.tx_blocked.store(false, Release);
+                    Conn::kick(self.as_arc_borrow());
+                }
+            }
+            Err(f) => {
+                if let Some((id, opcode, st)) = f.wr {
+                    RsiwQp::complete_sq(&qp, id, opcode, st, 0);
+                }
+                {
+                    let mut sh = self.shared.lock();
+                    if !sh.fatal {
+                        sh.fatal = true;
+                        sh.term = f.term;
+                    }
+                }
+                self.fatal(&qp, &mut tx, &sock);
+            }
+        }
+    }
+}
