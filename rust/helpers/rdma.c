@@ -51,6 +51,11 @@ __rust_helper void rust_helper_xa_unlock_irqrestore(struct xarray *xa, unsigned 
 	xa_unlock_irqrestore(xa, flags);
 }
 
+__rust_helper bool rust_helper_ib_uses_virt_dma(struct ib_device *dev)
+{
+	return ib_uses_virt_dma(dev);
+}
+
 __rust_helper struct page *rust_helper_sg_page_iter_page(struct sg_page_iter *piter)
 {
 	return sg_page_iter_page(piter);

@@ -355,9 +355,25 @@ pub trait Driver: Sized + Send + Sync + 'static {
     fn dereg_mr(_mr: &Mr<Self>, _udata: Option<&Udata>) {}
 
     /// Returns the local and remote keys (`lkey`, `rkey`) of a memory region just created by
-    /// [`Driver::get_dma_mr`] or [`Driver::reg_user_mr`]; the abstraction stores them in the
-    /// `struct ib_mr`.
+    /// [`Driver::get_dma_mr`], [`Driver::reg_user_mr`] or [`Driver::alloc_mr`]; the abstraction
+    /// stores them in the `struct ib_mr`.
     fn mr_keys(mr: &Self::Mr) -> (u32, u32);
+
+    /// Creates the driver data of a memory region for fast registration (`alloc_mr`) of type
+    /// `mr_type` ([`super::mr::mr_type`]) with room for `max_num_sg` pages. The driver that
+    /// implements it implements [`Driver::map_mr_step`] too (`map_mr_sg`).
+    fn alloc_mr(_pd: &Pd<Self>, _mr_type: u32, _max_num_sg: u32) -> impl PinInit<Self::Mr, Error> {
+        // Never called: `HAS_ALLOC_MR` is false unless the driver overrides this method.
+        Err::<Self::Mr, Error>(EOPNOTSUPP)
+    }
+
+    /// Applies one step of `map_mr_sg` to the [`super::mr::PageList`] of a memory region created
+    /// by [`Driver::alloc_mr`] (see [`super::mr`]), with [`super::mr::PageList::apply`].
+    /// Errors stop the mapping. Process context; must not sleep between the steps of one
+    /// mapping.
+    fn map_mr_step(_mr: &Mr<Self>, _step: super::mr::MapStep) -> Result {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
 
     // iWARP connection manager operations (see [`super::iwcm`] for their contexts). They are
     // installed together when the driver implements `iw_connect`; a driver that does must
@@ -901,6 +917,16 @@ impl<T: Driver> VTable<T> {
         get_dma_mr: Some(Self::get_dma_mr_callback),
         reg_user_mr: Some(Self::reg_user_mr_callback),
         dereg_mr: Some(Self::dereg_mr_callback),
+        alloc_mr: if T::HAS_ALLOC_MR {
+            Some(super::mr::alloc_mr_callback::<T>)
+        } else {
+            None
+        },
+        map_mr_sg: if T::HAS_ALLOC_MR {
+            Some(super::mr::map_mr_sg_callback::<T>)
+        } else {
+            None
+        },
         iw_create_listen: if T::HAS_IW_CONNECT {
             Some(IwOps::<T>::create_listen)
         } else {
@@ -1419,8 +1445,9 @@ impl<T: Driver> VTable<T> {
 
     /// # Safety
     ///
-    /// `mr` was returned by `get_dma_mr_callback` or `reg_user_mr_callback` and is not used by
-    /// ib_core after this returns 0; `udata` is NULL or valid.
+    /// `mr` was returned by `get_dma_mr_callback`, `reg_user_mr_callback` or
+    /// `alloc_mr_callback` and is not used by ib_core after this returns 0; `udata` is NULL or
+    /// valid.
     unsafe extern "C" fn dereg_mr_callback(
         mr: *mut bindings::ib_mr,
         udata: *mut bindings::ib_udata,

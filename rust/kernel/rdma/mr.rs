@@ -13,8 +13,39 @@
 //! - [`IndexTable`]: a table from a 24-bit (or any `u32`) index to a reference-counted entry,
 //!   backed by an allocating XArray with cyclic allocation, that may be used from any context
 //!   (its lock disables interrupts), so that the data path can look up an STag in O(1) from
-//!   softirq context.
+//!   softirq context;
+//! - [`PageList`]: the page list of a fast-registration MR, filled by `ib_sg_to_pages()` through
+//!   [`Driver::map_mr_step`] and used to copy data into and out of the registered memory;
+//! - [`SendWr::reg_mr`]: the MR of an `IB_WR_REG_MR` work request.
+//!
+//! # Fast registration
+//!
+//! ib_core's `ib_map_mr_sg()` calls the provider's `map_mr_sg` op with a DMA-mapped scatterlist.
+//! The abstraction implements that op: it runs `ib_sg_to_pages()`, whose `set_page` callback is
+//! a trampoline, and hands each step to [`Driver::map_mr_step`] as an opaque [`MapStep`], which
+//! the driver applies to the MR's [`PageList`] (under whatever lock it keeps the list in):
+//! a begin step with the page size, one step per page, and an end step with the mapped I/O
+//! virtual address and length. The list keeps that *staged* mapping until the driver activates
+//! it when it executes the `IB_WR_REG_MR` work request ([`PageList::activate`]); from then on
+//! [`PageList::write`] and [`PageList::read`] copy to and from the registered memory, until
+//! [`PageList::deactivate`] (invalidation).
+//!
+//! Software providers use `CONFIG_INFINIBAND_VIRT_DMA`: the DMA addresses of their scatterlists
+//! are kernel virtual addresses. The op checks `ib_uses_virt_dma()` and fails with `EOPNOTSUPP`
+//! otherwise. The page addresses of a [`PageList`] only come from `ib_sg_to_pages()`, and only
+//! the bytes of the mapped range are ever accessed; the kernel consumer keeps that memory mapped
+//! while the region is registered (the verbs contract, as for every provider).
 
+use super::{
+    device::{
+        Device,
+        Driver, //
+    },
+    object::{
+        Mr,
+        SendWr, //
+    },
+};
 use crate::{
     bindings,
     prelude::*,
@@ -26,8 +57,22 @@ use crate::{
 };
 use core::{
     cell::UnsafeCell,
+    ffi::{
+        c_int,
+        c_uint, //
+    },
     ops::RangeInclusive, //
 };
+
+/// Memory region types (`enum ib_mr_type`).
+pub mod mr_type {
+    /// Fast-registration MR (`IB_MR_TYPE_MEM_REG`).
+    pub const MEM_REG: u32 = crate::bindings::ib_mr_type_IB_MR_TYPE_MEM_REG;
+    /// Fast-registration MR without gap restrictions (`IB_MR_TYPE_SG_GAPS`).
+    pub const SG_GAPS: u32 = crate::bindings::ib_mr_type_IB_MR_TYPE_SG_GAPS;
+    /// Integrity MR (`IB_MR_TYPE_INTEGRITY`).
+    pub const INTEGRITY: u32 = crate::bindings::ib_mr_type_IB_MR_TYPE_INTEGRITY;
+}
 
 /// Memory registration access flags (`enum ib_access_flags`).
 pub mod access {
@@ -206,4 +251,368 @@ impl<T: Send + Sync> Drop for IndexTable<T> {
         // SAFETY: The XArray is empty and not used afterwards.
         unsafe { bindings::xa_destroy(self.xa()) };
     }
+}
+
+/// One step of mapping a scatterlist into a fast-registration MR, produced by the `map_mr_sg`
+/// op and applied by the driver to the MR's [`PageList`] with [`PageList::apply`].
+///
+/// Steps are only created by the abstraction, from the results of `ib_sg_to_pages()`: a driver
+/// cannot make up page addresses.
+pub struct MapStep(Step);
+
+enum Step {
+    /// A new mapping with pages of this size (`ib_mr.page_size`) begins.
+    Begin(u32),
+    /// The next page (a kernel virtual address aligned to the page size).
+    Page(u64),
+    /// The mapping is complete: I/O virtual address of its first byte and its length.
+    End { iova: u64, length: u64 },
+}
+
+/// A mapping: page addresses, page size, offset of the first byte in the first page, length.
+struct Mapping {
+    pages: KVec<u64>,
+    shift: u32,
+    fbo: u64,
+    len: u64,
+}
+
+impl Mapping {
+    fn new(max: usize) -> Result<Self> {
+        Ok(Self {
+            pages: KVec::with_capacity(max, GFP_KERNEL)?,
+            shift: 0,
+            fbo: 0,
+            len: 0,
+        })
+    }
+
+    /// Calls `f(address, at, n)` for the pieces of `[off, off + len)` of the mapping, in order;
+    /// `at` is the offset of the piece from `off`.
+    fn pieces(&self, off: u64, len: usize, mut f: impl FnMut(u64, usize, usize)) -> Result {
+        let len64 = u64::try_from(len).map_err(|_| EINVAL)?;
+        let end = off.checked_add(len64).ok_or(EINVAL)?;
+        if end > self.len {
+            return Err(EINVAL);
+        }
+        let size = 1u64 << self.shift;
+        let mut pos = self.fbo.checked_add(off).ok_or(EINVAL)?;
+        let mut done = 0usize;
+        while done < len {
+            let idx = usize::try_from(pos >> self.shift).map_err(|_| EINVAL)?;
+            let in_page = pos & (size - 1);
+            let rest = (len - done) as u64;
+            let n = (size - in_page).min(rest);
+            let page = *self.pages.get(idx).ok_or(EINVAL)?;
+            f(page + in_page, done, n as usize);
+            pos += n;
+            done += n as usize;
+        }
+        Ok(())
+    }
+}
+
+/// The page list of a fast-registration memory region.
+///
+/// Holds the *staged* mapping (written by `map_mr_sg` through [`PageList::apply`]) and the
+/// *active* one (the mapping of the current registration, copied from the staged one by
+/// [`PageList::activate`]), so that mapping the next registration does not change the current
+/// one, as on hardware. Every activation and deactivation starts a new generation; copies name
+/// the generation they were checked against and fail if it is no longer active.
+///
+/// The list has no lock of its own: the driver keeps it under the lock of its region state, and
+/// copies hold that lock, so that once [`PageList::deactivate`] returns no copy is in progress
+/// and none will start (the consumer may then free the memory).
+///
+/// # Invariants
+///
+/// - Every address in `staged.pages` and `active.pages` was produced by `ib_sg_to_pages()` for a
+///   scatterlist mapped for a device using virtual DMA (a kernel virtual address), or points into
+///   a buffer owned by `owned` (KUnit only).
+/// - For both mappings, `fbo < 1 << shift` and `fbo + len <= pages.len() << shift`, and byte `i`
+///   of `[fbo, fbo + len)` of the concatenated pages is a byte of memory the consumer mapped.
+pub struct PageList {
+    staged: Mapping,
+    active: Mapping,
+    max: usize,
+    on: bool,
+    gen: u64,
+    #[cfg(CONFIG_KUNIT)]
+    owned: KVec<KVec<u8>>,
+}
+
+impl PageList {
+    /// Creates an empty list for up to `max_pages` pages.
+    pub fn new(max_pages: u32) -> Result<Self> {
+        let max = usize::try_from(max_pages).map_err(|_| EINVAL)?;
+        // INVARIANT: Both mappings are empty.
+        Ok(Self {
+            staged: Mapping::new(max)?,
+            active: Mapping::new(max)?,
+            max,
+            on: false,
+            gen: 0,
+            #[cfg(CONFIG_KUNIT)]
+            owned: KVec::new(),
+        })
+    }
+
+    /// Returns the maximum number of pages.
+    pub fn max_pages(&self) -> usize {
+        self.max
+    }
+
+    /// Applies a step of `map_mr_sg` to the staged mapping.
+    ///
+    /// Fails with `EINVAL` for a page size that is not a power of two (the op then fails) and
+    /// with `ENOMEM` when the list is full (`ib_sg_to_pages()` then stops: the consumer sees
+    /// fewer elements mapped than it asked for).
+    pub fn apply(&mut self, step: MapStep) -> Result {
+        let m = &mut self.staged;
+        match step.0 {
+            Step::Begin(size) => {
+                if !size.is_power_of_two() {
+                    return Err(EINVAL);
+                }
+                m.pages.clear();
+                m.shift = size.trailing_zeros();
+                m.fbo = 0;
+                m.len = 0;
+            }
+            Step::Page(addr) => {
+                // INVARIANT: `addr` came from `ib_sg_to_pages()` (`MapStep` is only built by
+                // the op); the mapped length stays 0 until the end step.
+                if m.pages.len() >= self.max || addr & ((1u64 << m.shift) - 1) != 0 {
+                    return Err(ENOMEM);
+                }
+                m.pages.push(addr, GFP_ATOMIC)?;
+            }
+            Step::End { iova, length } => {
+                let size = 1u64 << m.shift;
+                let first = m.pages.first().copied().unwrap_or(0);
+                let fbo = iova.wrapping_sub(first);
+                let cap = (m.pages.len() as u64) << m.shift;
+                // INVARIANT: `fbo` is the offset of the mapping's first byte in its first page;
+                // the length is clamped to the pages (a partial mapping maps fewer bytes).
+                if m.pages.is_empty() || fbo >= size {
+                    m.fbo = 0;
+                    m.len = 0;
+                } else {
+                    m.fbo = fbo;
+                    m.len = length.min(cap - fbo);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns the length in bytes of the staged mapping (0 if there is none).
+    pub fn staged_len(&self) -> u64 {
+        self.staged.len
+    }
+
+    /// Makes the staged mapping the registered one and returns its generation, for
+    /// [`PageList::write`] and [`PageList::read`]. Fails with `EINVAL` if nothing is mapped.
+    pub fn activate(&mut self) -> Result<u64> {
+        if self.staged.len == 0 {
+            return Err(EINVAL);
+        }
+        self.active.pages.clear();
+        // Both vectors have capacity for `max` pages: this does not allocate.
+        self.active
+            .pages
+            .extend_from_slice(&self.staged.pages, GFP_ATOMIC)?;
+        // INVARIANT: A copy of the staged mapping, which satisfies the invariants.
+        self.active.shift = self.staged.shift;
+        self.active.fbo = self.staged.fbo;
+        self.active.len = self.staged.len;
+        self.on = true;
+        self.gen = self.gen.wrapping_add(1);
+        Ok(self.gen)
+    }
+
+    /// Returns the length of the registered mapping, 0 if none is active.
+    pub fn active_len(&self) -> u64 {
+        if self.on {
+            self.active.len
+        } else {
+            0
+        }
+    }
+
+    /// Ends the registration: copies of every generation fail from now on.
+    pub fn deactivate(&mut self) {
+        self.on = false;
+        self.gen = self.gen.wrapping_add(1);
+    }
+
+    fn active(&self, gen: u64) -> Result<&Mapping> {
+        if !self.on || gen != self.gen {
+            return Err(ENOENT);
+        }
+        Ok(&self.active)
+    }
+
+    /// Copies `src` to bytes `[off, off + src.len())` of the registered mapping of generation
+    /// `gen`. Fails with `ENOENT` if that generation is no longer registered and `EINVAL` if the
+    /// range exceeds the mapping. Does not sleep.
+    pub fn write(&self, gen: u64, off: u64, src: &[u8]) -> Result {
+        self.active(gen)?.pieces(off, src.len(), |addr, at, n| {
+            // SAFETY: By the type invariants `addr` is the kernel virtual address of `n` bytes
+            // of memory the consumer mapped and keeps mapped while the region is registered
+            // (`gen` is active); `pieces()` keeps `[at, at + n)` within `src`.
+            unsafe {
+                core::ptr::copy_nonoverlapping(src.as_ptr().add(at), addr as usize as *mut u8, n)
+            }
+        })
+    }
+
+    /// Copies bytes `[off, off + dst.len())` of the registered mapping of generation `gen`
+    /// into `dst`. Same rules as [`PageList::write`].
+    pub fn read(&self, gen: u64, off: u64, dst: &mut [u8]) -> Result {
+        let p = dst.as_mut_ptr();
+        self.active(gen)?.pieces(off, dst.len(), |addr, at, n| {
+            // SAFETY: As in `write()`; `[at, at + n)` is within `dst`, which we borrow mutably.
+            unsafe { core::ptr::copy_nonoverlapping(addr as usize as *const u8, p.add(at), n) }
+        })
+    }
+
+    /// Stages a mapping of `buf`, with pages of `page_size` bytes, at I/O virtual address
+    /// `iova`, as `map_mr_sg` would for a scatterlist of that buffer. The list keeps the buffer
+    /// until it is dropped. For KUnit tests of drivers; does not sleep.
+    #[cfg(CONFIG_KUNIT)]
+    pub fn map_owned(&mut self, buf: KVec<u8>, page_size: u32) -> Result {
+        self.apply(MapStep(Step::Begin(page_size)))?;
+        let start = buf.as_ptr() as usize as u64;
+        let len = buf.len() as u64;
+        // Atomic: drivers keep the list under a spinlock.
+        self.owned.push(buf, GFP_ATOMIC)?;
+        let mask = !(u64::from(page_size) - 1);
+        let mut page = start & mask;
+        let mut mapped = 0u64;
+        while page < start + len {
+            // INVARIANT: Pages of `buf`, which `owned` keeps alive; only its bytes are mapped.
+            if self.apply(MapStep(Step::Page(page))).is_err() {
+                break;
+            }
+            page += u64::from(page_size);
+            mapped = (page - start).min(len);
+        }
+        self.apply(MapStep(Step::End {
+            iova: start,
+            length: mapped,
+        }))
+    }
+}
+
+/// The `IB_WR_REG_MR` parameters of a send work request, with the MR resolved.
+pub struct RegMr<'a, T: Driver> {
+    /// The MR to register.
+    pub mr: &'a Mr<T>,
+    /// The new key (`lkey` and `rkey`) of the MR; only its low 8 bits may differ from the MR's.
+    pub key: u32,
+    /// Access flags (`IB_ACCESS_*`).
+    pub access: i32,
+    /// The I/O virtual address of the registration (`ib_mr.iova`, set by `ib_map_mr_sg()` and
+    /// possibly changed by the consumer, e.g. to 0 for zero-based registrations).
+    pub iova: u64,
+}
+
+impl SendWr {
+    /// Returns the parameters of an `IB_WR_REG_MR` work request if its MR belongs to `dev`;
+    /// `None` for other opcodes or a foreign MR.
+    pub fn reg_mr<'a, T: Driver>(&'a self, dev: &Device<T>) -> Option<RegMr<'a, T>> {
+        let r = self.reg()?;
+        if r.mr.is_null() {
+            return None;
+        }
+        // SAFETY: The consumer's contract is that the MR of a posted `IB_WR_REG_MR` is live for
+        // the duration of the post (the lifetime of `self`).
+        let (device, iova) = unsafe { ((*r.mr).device, (*r.mr).iova) };
+        if device != dev.as_raw() {
+            return None;
+        }
+        // SAFETY: Every MR of a `Device<T>` is created by one of its MR ops, which all allocate
+        // an `Mr<T>` (`Mr::new_raw`); it is live for `'a` (see above).
+        let mr = unsafe { Mr::<T>::from_raw(r.mr) };
+        Some(RegMr {
+            mr,
+            key: r.key,
+            access: r.access,
+            iova,
+        })
+    }
+}
+
+/// The `alloc_mr` op.
+///
+/// # Safety
+///
+/// `pd` is a live PD of a `Device<T>`.
+pub(crate) unsafe extern "C" fn alloc_mr_callback<T: Driver>(
+    pd: *mut bindings::ib_pd,
+    mr_type: bindings::ib_mr_type,
+    max_num_sg: u32,
+) -> *mut bindings::ib_mr {
+    // SAFETY: Per the safety requirements.
+    let obj = unsafe { super::object::Pd::<T>::from_raw(pd) };
+    match Mr::<T>::new_raw(T::alloc_mr(obj, mr_type, max_num_sg)) {
+        Ok(mr) => mr,
+        Err(e) => e.to_ptr(),
+    }
+}
+
+/// The `set_page` callback of `ib_sg_to_pages()`.
+///
+/// # Safety
+///
+/// `mr` is a live MR of a `Device<T>`, being mapped by [`map_mr_sg_callback`].
+unsafe extern "C" fn set_page_callback<T: Driver>(mr: *mut bindings::ib_mr, addr: u64) -> c_int {
+    // SAFETY: Per the safety requirements.
+    let obj = unsafe { Mr::<T>::from_raw(mr) };
+    match T::map_mr_step(obj, MapStep(Step::Page(addr))) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// The `map_mr_sg` op: maps the largest prefix of a DMA-mapped scatterlist with
+/// `ib_sg_to_pages()`, handing each step to [`Driver::map_mr_step`]. Returns the number of
+/// elements mapped, as `ib_sg_to_pages()`.
+///
+/// # Safety
+///
+/// `mr` is a live MR of a `Device<T>`; `sg` holds `sg_nents` elements DMA-mapped for the
+/// device; `sg_offset` is NULL or valid.
+pub(crate) unsafe extern "C" fn map_mr_sg_callback<T: Driver>(
+    mr: *mut bindings::ib_mr,
+    sg: *mut bindings::scatterlist,
+    sg_nents: c_int,
+    sg_offset: *mut c_uint,
+) -> c_int {
+    // SAFETY: Per the safety requirements.
+    let obj = unsafe { Mr::<T>::from_raw(mr) };
+    // SAFETY: `mr` is live; ib_core set `page_size` and `device`.
+    let (page_size, dev) = unsafe { ((*mr).page_size, (*mr).device) };
+    // SAFETY: `dev` is a live device.
+    if !unsafe { bindings::ib_uses_virt_dma(dev) } {
+        // Page addresses would be bus addresses, which `PageList` cannot copy to.
+        return EOPNOTSUPP.to_errno();
+    }
+    if let Err(e) = T::map_mr_step(obj, MapStep(Step::Begin(page_size))) {
+        return e.to_errno();
+    }
+    // SAFETY: Per the safety requirements; the callback matches `T`, the driver of `mr`.
+    let n = unsafe {
+        bindings::ib_sg_to_pages(mr, sg, sg_nents, sg_offset, Some(set_page_callback::<T>))
+    };
+    // SAFETY: `ib_sg_to_pages()` set `iova` and `length`; `mr` is live.
+    let (iova, length) = unsafe { ((*mr).iova, (*mr).length) };
+    // Only a complete mapping can be registered: consumers treat a partial one as an error,
+    // and `ib_sg_to_pages()` leaves no usable length after a failed `set_page`.
+    let length = if n > 0 && n == sg_nents { length } else { 0 };
+    if let Err(e) = T::map_mr_step(obj, MapStep(Step::End { iova, length })) {
+        return e.to_errno();
+    }
+    n
 }
