@@ -530,11 +530,33 @@ impl Driver for RsiwDevice {
     fn mr_keys(mr: &RsiwMr) -> (u32, u32) {
         (mr.stag(), mr.stag())
     }
+
+    fn alloc_mr(pd: &Pd<Self>, mr_type: u32, max_num_sg: u32) -> impl PinInit<RsiwMr, Error> {
+        let dev = pd.device();
+        let alloc = || -> Result<RsiwMr> {
+            // Like siw: only plain fast registration (no gaps, no integrity).
+            if mr_type != kernel::rdma::mr::mr_type::MEM_REG {
+                return Err(EOPNOTSUPP);
+            }
+            if max_num_sg == 0 || max_num_sg > limits::MAX_FAST_REG_PAGE_LIST_LEN {
+                return Err(EINVAL);
+            }
+            dev.mrs.take()?;
+            dev.mem
+                .add_fast_reg(pd_id(pd), max_num_sg)
+                .inspect_err(|_| dev.mrs.put())
+        };
+        alloc()
+    }
+
+    fn map_mr_step(mr: &Mr<Self>, step: kernel::rdma::mr::MapStep) -> Result {
+        mr.mem().map_step(step)
+    }
 }
 
 /// Returns the id the access check uses for a PD: its address, unique among live PDs (a PD
 /// outlives its MRs and QPs, whose `usecnt` ib_core keeps on it).
-fn pd_id(pd: &Pd<RsiwDevice>) -> PdId {
+pub(crate) fn pd_id(pd: &Pd<RsiwDevice>) -> PdId {
     PdId(pd.as_raw() as usize)
 }
 

@@ -15,11 +15,36 @@
 //!   (`CONFIG_INFINIBAND_VIRT_DMA`).
 //! - User MR ([`Kind::User`]): user memory pinned with `ib_umem_get()`; pages are found by
 //!   index into the pinned page array (O(1)).
+//! - Fast-registration MR ([`Kind::FastReg`]): created by `alloc_mr` with room for
+//!   `max_num_sg` pages and *invalid*; `map_mr_sg` stages a page list ([`PageList`], kernel
+//!   virtual addresses, found by index: O(1)); the `IB_WR_REG_MR` work request makes it valid
+//!   with a new key, access rights and I/O virtual address ([`MemTable::reg_mr`]); Local
+//!   Invalidate, Read with Local Invalidate and a received Send with Invalidate make it invalid
+//!   again ([`MemTable::invalidate`]). Its state and page list are under one IRQ-safe spinlock,
+//!   which copies hold: when an invalidation returns, no copy into the region is in progress.
 //!
 //! Deregistration removes the STag from the table first (no new lookups), marks the region
 //! invalid, then revokes the pinned memory: `Revocable::revoke()` waits for an RCU grace period,
 //! so copies in progress (which run under the RCU read lock) finish before the pages are
 //! unpinned, in process context.
+//!
+//! # For the TX and RX engines
+//!
+//! - Every placed or sourced segment: [`MemTable::check`], then [`Placement::write`] /
+//!   [`Placement::read`].
+//! - `SIW_OP_REG_MR` SQE, when the SQ reaches it (in order): [`MemTable::reg_mr`] with
+//!   [`RegMr::from_sqe`]; on error complete it with `SIW_WC_LOC_QP_OP_ERR`.
+//! - `SIW_OP_INVAL_STAG` SQE: [`MemTable::invalidate`] with `sqe.rkey`, `remote = false`; on
+//!   error complete it with `SIW_WC_LOC_QP_OP_ERR`.
+//! - `SIW_OP_READ_LOCAL_INV`, after the last Read Response byte was placed: invalidate the sink
+//!   STag (`sqe.sge[0].lkey`) the same way; on error complete it with `SIW_WC_LOC_QP_OP_ERR`.
+//! - A received Send with Invalidate, after placement: [`MemTable::invalidate`] with the
+//!   Invalidate STag and `remote = true`; on error send the Terminate
+//!   `wire::atomic::access_error(Target::SendInvalidate, fault)` (0/2/09 for an invalid STag,
+//!   0/1/09 otherwise: spec-map RDMAP-09, T-06); on success the receive completes with the
+//!   invalidated STag.
+//!
+//! Memory windows are not implemented (`max_mw = 0`), so no region is ever bound to one.
 
 #![allow(dead_code, reason = "the data path (next issue) uses these")]
 
@@ -32,6 +57,10 @@ use crate::{
         Rights, //
     },
     wire::atomic::Fault,
+    wqe::{
+        Sge,
+        Sqe, //
+    },
 };
 use core::sync::atomic::{
     AtomicBool,
@@ -41,17 +70,22 @@ use core::sync::atomic::{
     },
 };
 use kernel::{
+    new_spinlock_irq,
     prelude::*,
     rdma::{
         mr::{
             access,
             random_u32,
-            IndexTable, //
+            IndexTable,
+            PageList, //
         },
         umem::Umem,
     },
     revocable::Revocable,
-    sync::Arc,
+    sync::{
+        Arc,
+        SpinLockIrq, //
+    },
 };
 use zerocopy_derive::Immutable;
 
@@ -107,6 +141,35 @@ pub(crate) enum Kind {
     Dma,
     /// Pinned user memory.
     User,
+    /// Fast registration (`alloc_mr`, `map_mr_sg`, `IB_WR_REG_MR`).
+    FastReg,
+}
+
+/// The registration state of a fast-registration region.
+struct FastReg {
+    /// Registered (by `IB_WR_REG_MR`) and not invalidated since.
+    valid: bool,
+    /// The key of the current (or last) registration.
+    key: u8,
+    rights: Rights,
+    /// The I/O virtual address of the registration.
+    base: u64,
+    /// The page list generation of the registration.
+    gen: u64,
+    pages: PageList,
+}
+
+impl FastReg {
+    fn view(&self, pd: PdId) -> RegionView {
+        RegionView {
+            key: self.key,
+            valid: self.valid,
+            pd,
+            rights: self.rights,
+            base: self.base,
+            len: self.pages.active_len(),
+        }
+    }
 }
 
 /// A registered memory region.
@@ -122,17 +185,42 @@ pub(crate) struct Mem {
     /// The pinned memory of a user MR (`None` for a DMA MR); revoked at deregistration.
     #[pin]
     umem: Revocable<Option<Umem>>,
+    /// The state of a fast-registration MR (`None` for the other kinds).
+    #[pin]
+    fr: SpinLockIrq<Option<FastReg>>,
 }
 
 impl Mem {
-    fn view(&self) -> RegionView {
-        RegionView {
+    /// Returns the region's view for the access check and the page list generation it was
+    /// taken at (0 unless fast registration).
+    fn view(&self) -> (RegionView, u64) {
+        if self.kind == Kind::FastReg {
+            if let Some(f) = &*self.fr.lock() {
+                return (f.view(self.pd), f.gen);
+            }
+        }
+        let v = RegionView {
             key: self.key,
             valid: self.valid.load(Acquire),
             pd: self.pd,
             rights: self.rights,
             base: self.base,
             len: self.len,
+        };
+        (v, 0)
+    }
+
+    /// Returns the PD of the region.
+    pub(crate) fn pd(&self) -> PdId {
+        self.pd
+    }
+
+    /// Applies a step of `map_mr_sg` (see [`kernel::rdma::mr`]); `EINVAL` unless the region
+    /// is a fast-registration MR.
+    pub(crate) fn map_step(&self, step: kernel::rdma::mr::MapStep) -> Result {
+        match &mut *self.fr.lock() {
+            Some(f) => f.pages.apply(step),
+            None => Err(EINVAL),
         }
     }
 
@@ -151,6 +239,8 @@ pub(crate) struct Placement {
     /// Offset of `to` from the region's base.
     off: u64,
     len: u64,
+    /// The page list generation checked (fast registration).
+    gen: u64,
 }
 
 impl Placement {
@@ -170,21 +260,27 @@ impl Placement {
     }
 
     /// Returns the offset into the region of `[at, at + n)` of the checked range.
-    fn region_off(&self, at: u64, n: usize) -> Result<usize> {
+    fn region_off(&self, at: u64, n: usize) -> Result<u64> {
         let n = u64::try_from(n).map_err(|_| EINVAL)?;
         if at.checked_add(n).ok_or(EINVAL)? > self.len {
             return Err(EINVAL);
         }
-        usize::try_from(self.off + at).map_err(|_| EINVAL)
+        self.off.checked_add(at).ok_or(EINVAL)
     }
 
     /// Copies `src` into bytes `[at, at + src.len())` of the checked range.
     ///
-    /// Does not sleep (runs under the RCU read lock). Fails with `EINVAL` outside the checked
-    /// range, `ENOENT` if the region was deregistered meanwhile and `EOPNOTSUPP` for a DMA MR
-    /// (kernel virtual addresses: to be done with the data path).
+    /// Does not sleep (runs under the RCU read lock or the region's spinlock). Fails with
+    /// `EINVAL` outside the checked range, `ENOENT` if the region was deregistered or
+    /// invalidated (fast registration: or registered again) meanwhile and `EOPNOTSUPP` for a
+    /// DMA MR (kernel virtual addresses: to be done with the data path).
     pub(crate) fn write(&self, at: u64, src: &[u8]) -> Result {
         let off = self.region_off(at, src.len())?;
+        if self.mem.kind == Kind::FastReg {
+            let fr = self.mem.fr.lock();
+            return fr.as_ref().ok_or(ENOENT)?.pages.write(self.gen, off, src);
+        }
+        let off = usize::try_from(off).map_err(|_| EINVAL)?;
         let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
         match &*guard {
             Some(umem) => umem.write(off, src),
@@ -197,12 +293,27 @@ impl Placement {
     /// Same rules as [`Placement::write`].
     pub(crate) fn read(&self, at: u64, dst: &mut [u8]) -> Result {
         let off = self.region_off(at, dst.len())?;
+        if self.mem.kind == Kind::FastReg {
+            let fr = self.mem.fr.lock();
+            return fr.as_ref().ok_or(ENOENT)?.pages.read(self.gen, off, dst);
+        }
+        let off = usize::try_from(off).map_err(|_| EINVAL)?;
         let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
         match &*guard {
             Some(umem) => umem.read(off, dst),
             None => Err(EOPNOTSUPP),
         }
     }
+}
+
+/// What holds the memory of a new region.
+enum Backing {
+    /// Nothing (DMA MR).
+    None,
+    /// Pinned user memory.
+    Umem(Umem),
+    /// A fast-registration page list.
+    Pages(PageList),
 }
 
 /// The STag table of a device.
@@ -244,9 +355,23 @@ impl MemTable {
         rights: Rights,
         base: u64,
         len: u64,
-        umem: Option<Umem>,
+        backing: Backing,
     ) -> Result<RsiwMr> {
+        let (umem, pages) = match backing {
+            Backing::None => (None, None),
+            Backing::Umem(u) => (Some(u), None),
+            Backing::Pages(p) => (None, Some(p)),
+        };
         let key = (random_u32() & 0xff) as u8;
+        // A fast-registration MR is invalid until `IB_WR_REG_MR` executes.
+        let fr = pages.map(|pages| FastReg {
+            valid: false,
+            key,
+            rights: Rights(0),
+            base: 0,
+            gen: 0,
+            pages,
+        });
         let mem = Arc::pin_init(
             try_pin_init!(Mem {
                 kind,
@@ -255,8 +380,9 @@ impl MemTable {
                 rights,
                 base,
                 len,
-                valid: AtomicBool::new(true),
+                valid: AtomicBool::new(fr.is_none()),
                 umem <- Revocable::new(umem),
+                fr <- new_spinlock_irq!(fr, "rsiw_fastreg"),
             }? Error),
             GFP_KERNEL,
         )?;
@@ -271,7 +397,7 @@ impl MemTable {
 
     /// Registers the DMA MR of a kernel PD: all of memory, with rights `rights`.
     pub(crate) fn add_dma(&self, pd: PdId, rights: Rights) -> Result<RsiwMr> {
-        self.add(Kind::Dma, pd, rights, 0, u64::MAX, None)
+        self.add(Kind::Dma, pd, rights, 0, u64::MAX, Backing::None)
     }
 
     /// Registers pinned user memory, addressed from `iova` on.
@@ -285,7 +411,14 @@ impl MemTable {
         let len = u64::try_from(umem.len()).map_err(|_| EINVAL)?;
         // The last byte's address must be representable.
         iova.checked_add(len - 1).ok_or(EINVAL)?;
-        self.add(Kind::User, pd, rights, iova, len, Some(umem))
+        self.add(Kind::User, pd, rights, iova, len, Backing::Umem(umem))
+    }
+
+    /// Creates a fast-registration MR of PD `pd` for up to `max_pages` pages (`alloc_mr`),
+    /// in the invalid state.
+    pub(crate) fn add_fast_reg(&self, pd: PdId, max_pages: u32) -> Result<RsiwMr> {
+        let pages = PageList::new(max_pages)?;
+        self.add(Kind::FastReg, pd, Rights(0), 0, 0, Backing::Pages(pages))
     }
 
     /// Deregisters an MR: removes its STag, invalidates it and unpins its memory after the
@@ -298,8 +431,17 @@ impl MemTable {
             }
         }
         mr.mem.valid.store(false, Release);
-        if mr.mem.kind == Kind::User {
-            mr.mem.umem.revoke();
+        match mr.mem.kind {
+            Kind::User => {
+                mr.mem.umem.revoke();
+            }
+            Kind::FastReg => {
+                if let Some(f) = &mut *mr.mem.fr.lock() {
+                    f.valid = false;
+                    f.pages.deactivate();
+                }
+            }
+            Kind::Dma => {}
         }
     }
 
@@ -319,28 +461,157 @@ impl MemTable {
             .table
             .get(stag::stag_index(stag))
             .ok_or(Fault::InvalidStag)?;
-        let off = check_region(&mem.view(), stag::stag_key(stag), pd, need, to, len)?;
-        Ok(Placement { mem, off, len })
+        let (view, gen) = mem.view();
+        let off = check_region(&view, stag::stag_key(stag), pd, need, to, len)?;
+        Ok(Placement { mem, off, len, gen })
     }
 
-    /// Invalidates `stag` (Local Invalidate work request, or the Invalidate STag of a received
-    /// Send with Invalidate when `remote`). Only fast-registration MRs (and memory windows) can
-    /// be invalidated; rsiw has neither yet, so this checks the STag and PD and fails with
-    /// [`Fault::Rights`] for the regions that exist.
-    pub(crate) fn invalidate(&self, pd: PdId, stag: u32, _remote: bool) -> Result<(), Fault> {
+    /// Invalidates `stag`: a Local Invalidate SQE or the sink of a Read with Local Invalidate
+    /// (`remote == false`), or the Invalidate STag of a received Send with Invalidate
+    /// (`remote == true`). Runs in any context (IRQ-safe lock); when it returns, no copy into
+    /// the region is in progress and none will start.
+    ///
+    /// Rules (RFC 5040 section 3.5, spec-map RDMAP-09; rxe's and siw's checks):
+    /// - the index must name a region and the key must be its current one, else
+    ///   [`Fault::InvalidStag`]; a remote invalidation also needs the region to be valid (a
+    ///   local one of an already invalid region succeeds, as in siw and rxe);
+    /// - the region must belong to `pd` (the QP's PD, i.e. the stream), else [`Fault::Pd`];
+    /// - only fast-registration regions can be invalidated: DMA and user MRs give
+    ///   [`Fault::Rights`] (like rxe; there are no memory windows, so no region is bound to one).
+    pub(crate) fn invalidate(&self, pd: PdId, stag: u32, remote: bool) -> Result<(), Fault> {
         let mem = self
             .table
             .get(stag::stag_index(stag))
             .ok_or(Fault::InvalidStag)?;
-        let v = mem.view();
+        if mem.kind == Kind::FastReg {
+            let mut fr = mem.fr.lock();
+            let f = Option::as_mut(&mut *fr).ok_or(Fault::InvalidStag)?;
+            if f.key != stag::stag_key(stag) || (remote && !f.valid) {
+                return Err(Fault::InvalidStag);
+            }
+            if mem.pd != pd {
+                return Err(Fault::Pd);
+            }
+            f.valid = false;
+            f.pages.deactivate();
+            return Ok(());
+        }
+        let (v, _) = mem.view();
         if !v.valid || v.key != stag::stag_key(stag) {
             return Err(Fault::InvalidStag);
         }
         if v.pd != pd {
             return Err(Fault::Pd);
         }
-        // DMA and user MRs cannot be invalidated (like rxe).
         Err(Fault::Rights)
+    }
+
+    /// Executes a Register MR work request of a QP of PD `pd` (`siw_fastreg_mr()`), in SQ order.
+    ///
+    /// The region named by the index of `r.stag` must be a fast-registration MR of `pd` in the
+    /// invalid state with a complete staged mapping (`map_mr_sg`); the registration gets the key
+    /// of `r.stag`, the rights of `r.access` (remote write or atomic need local write) and I/O
+    /// virtual address `r.iova`, for the length mapped. Fails with `EINVAL` (no such region,
+    /// not fast registration, already valid, nothing mapped, address range wraps, bad access
+    /// combination), `EACCES` (other PD) or `EOPNOTSUPP` (unsupported access flags); complete
+    /// the SQE with `SIW_WC_LOC_QP_OP_ERR` then.
+    pub(crate) fn reg_mr(&self, pd: PdId, r: &RegMr) -> Result {
+        let mem = self.table.get(stag::stag_index(r.stag)).ok_or(EINVAL)?;
+        if mem.kind != Kind::FastReg {
+            return Err(EINVAL);
+        }
+        if mem.pd != pd {
+            return Err(EACCES);
+        }
+        let rights = mr_rights(r.access)?;
+        let mut fr = mem.fr.lock();
+        let f = Option::as_mut(&mut *fr).ok_or(EINVAL)?;
+        if f.valid {
+            return Err(EINVAL);
+        }
+        let len = f.pages.staged_len();
+        // The last byte's address must be representable (`len` is not 0 if something is mapped).
+        r.iova.checked_add(len.saturating_sub(1)).ok_or(EINVAL)?;
+        f.gen = f.pages.activate()?;
+        f.key = stag::stag_key(r.stag);
+        f.rights = rights;
+        f.base = r.iova;
+        f.valid = true;
+        Ok(())
+    }
+
+    /// The post-time check of a kernel work request's SGE (issue 4: post_send and post_recv
+    /// validate every lkey): a non-empty SGE must name a region of `pd`; a DMA or user MR must
+    /// be valid with a matching key, grant `need` and contain the SGE. A fast-registration MR
+    /// only has to exist and belong to `pd`: an `IB_WR_REG_MR` earlier in the same SQ may make
+    /// it valid (with this key) before the SGE is used. Fails with `EINVAL`. The data path
+    /// checks every access again with [`MemTable::check`].
+    pub(crate) fn check_lkey(&self, pd: PdId, sge: &Sge, need: Rights) -> Result {
+        if sge.length == 0 {
+            // Nothing is accessed (as for zero-length segments on the wire, DDP-12).
+            return Ok(());
+        }
+        let mem = self.table.get(stag::stag_index(sge.lkey)).ok_or(EINVAL)?;
+        if mem.pd != pd {
+            return Err(EINVAL);
+        }
+        if mem.kind == Kind::FastReg {
+            return Ok(());
+        }
+        let (v, _) = mem.view();
+        check_region(
+            &v,
+            stag::stag_key(sge.lkey),
+            pd,
+            need,
+            sge.laddr,
+            u64::from(sge.length),
+        )
+        .map(|_| ())
+        .map_err(|_| EINVAL)
+    }
+
+    /// The post-time check of the STag of a Local Invalidate: it must name a region of `pd`
+    /// (`EINVAL`). Whether it can be invalidated is decided when the SQE executes.
+    pub(crate) fn check_local_stag(&self, pd: PdId, stag: u32) -> Result {
+        match self.table.get(stag::stag_index(stag)) {
+            Some(mem) if mem.pd == pd => Ok(()),
+            _ => Err(EINVAL),
+        }
+    }
+}
+
+/// A Register MR work request as carried by a `SIW_OP_REG_MR` SQE.
+///
+/// siw stores a pointer to the `struct ib_mr` in the SQE (`base_mr`); rsiw names the region by
+/// the index of its new STag instead, which post_send checked to be the MR's own index:
+/// `sqe.rkey` is the new STag, `sqe.raddr` the I/O virtual address, `sqe.sge[0].length` the
+/// `IB_ACCESS_*` flags (`num_sge` is 0, so the SGEs are otherwise unused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RegMr {
+    /// The new STag (the region's index and the new key).
+    pub(crate) stag: u32,
+    /// The `IB_ACCESS_*` flags.
+    pub(crate) access: i32,
+    /// The I/O virtual address of the registration.
+    pub(crate) iova: u64,
+}
+
+impl RegMr {
+    /// Stores the request in an SQE.
+    pub(crate) fn to_sqe(self, sqe: &mut Sqe) {
+        sqe.rkey = self.stag;
+        sqe.raddr = self.iova;
+        sqe.sge[0].length = self.access as u32;
+    }
+
+    /// Reads the request from a `SIW_OP_REG_MR` SQE.
+    pub(crate) fn from_sqe(sqe: &Sqe) -> Self {
+        Self {
+            stag: sqe.rkey,
+            access: sqe.sge[0].length as i32,
+            iova: sqe.raddr,
+        }
     }
 }
 
@@ -394,6 +665,196 @@ mod tests {
         assert_eq!(t.invalidate(pd, a.stag(), false), Err(Fault::Rights));
         assert_eq!(t.invalidate(pd, b.stag(), true), Err(Fault::InvalidStag));
         t.remove(&a);
+        Ok(())
+    }
+
+    /// Stages a mapping of a `len`-byte buffer holding `i as u8` at byte `i`.
+    fn map(mr: &RsiwMr, len: usize, page_size: u32) -> Result {
+        let mut buf = KVec::with_capacity(len, GFP_KERNEL)?;
+        for i in 0..len {
+            buf.push(i as u8, GFP_KERNEL)?;
+        }
+        match &mut *mr.mem.fr.lock() {
+            Some(f) => f.pages.map_owned(buf, page_size),
+            None => Err(EINVAL),
+        }
+    }
+
+    fn reg(t: &MemTable, pd: PdId, stag: u32, access: i32, iova: u64) -> Result {
+        t.reg_mr(pd, &RegMr { stag, access, iova })
+    }
+
+    #[test]
+    fn fast_reg_state_machine() -> Result {
+        let t = MemTable::new()?;
+        let pd = PdId(0x40);
+        let rw = access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ;
+        let mr = t.add_fast_reg(pd, 4)?;
+        let stag = mr.stag();
+        assert_eq!(mr.mem().kind(), Kind::FastReg);
+        // Invalid until registered.
+        assert_eq!(
+            t.check(pd, stag, Rights::LOCAL_READ, 0, 1).err(),
+            Some(Fault::InvalidStag)
+        );
+        // Nothing mapped yet.
+        assert_eq!(reg(&t, pd, stag, rw, 0x10000), Err(EINVAL));
+        // 3000 bytes in 1 KiB pages (plus the offset of the buffer in its first page).
+        map(&mr, 3000, 1024)?;
+        // Wrong PD, remote write without local write, unsupported flag, another index.
+        assert_eq!(reg(&t, PdId(0x80), stag, rw, 0x10000), Err(EACCES));
+        assert_eq!(
+            reg(&t, pd, stag, access::REMOTE_WRITE, 0x10000),
+            Err(EINVAL)
+        );
+        assert_eq!(
+            reg(&t, pd, stag, access::LOCAL_WRITE | access::MW_BIND, 0x10000),
+            Err(EOPNOTSUPP)
+        );
+        assert_eq!(reg(&t, pd, stag ^ 0x100, rw, 0x10000), Err(EINVAL));
+        // A range that wraps.
+        assert_eq!(reg(&t, pd, stag, rw, u64::MAX - 10), Err(EINVAL));
+        // Register with a new key.
+        let new = (stag & !0xff) | u32::from(stag::stag_key(stag).wrapping_add(1));
+        reg(&t, pd, new, rw, 0x10000)?;
+        assert_eq!(
+            t.check(pd, stag, Rights::LOCAL_READ, 0x10000, 1).err(),
+            Some(Fault::InvalidStag)
+        );
+        // Already valid.
+        assert_eq!(reg(&t, pd, new, rw, 0x10000), Err(EINVAL));
+        // Bounds: exactly the mapped 3000 bytes from the new I/O virtual address.
+        assert_eq!(
+            t.check(pd, new, Rights::REMOTE_WRITE, 0x10000 + 2999, 2)
+                .err(),
+            Some(Fault::Bounds)
+        );
+        assert_eq!(
+            t.check(pd, new, Rights::REMOTE_ATOMIC, 0x10000, 8).err(),
+            Some(Fault::Rights)
+        );
+        let all = t
+            .check(pd, new, Rights::REMOTE_READ, 0x10000, 3000)
+            .map_err(|_| EINVAL)?;
+        // The page list translates every byte (across 1 KiB pages) to the buffer.
+        let mut back = KVec::from_elem(0u8, 3000, GFP_KERNEL)?;
+        all.read(0, &mut back)?;
+        assert!(back.iter().enumerate().all(|(i, b)| *b == i as u8));
+        let p = t
+            .check(pd, new, Rights::REMOTE_WRITE, 0x10000 + 1000, 100)
+            .map_err(|_| EINVAL)?;
+        p.write(0, &[0xaa; 100])?;
+        assert_eq!(p.write(1, &[0xaa; 100]), Err(EINVAL));
+        all.read(0, &mut back)?;
+        assert!(back[999] == 231 && back[1000] == 0xaa && back[1099] == 0xaa);
+        assert_eq!(back[1100], 1100u32 as u8);
+        // Invalidation rules.
+        assert_eq!(t.invalidate(pd, stag, true), Err(Fault::InvalidStag));
+        assert_eq!(t.invalidate(PdId(0x80), new, true), Err(Fault::Pd));
+        assert_eq!(t.invalidate(pd, new, true), Ok(()));
+        assert_eq!(
+            t.check(pd, new, Rights::LOCAL_READ, 0x10000, 1).err(),
+            Some(Fault::InvalidStag)
+        );
+        // Copies checked before the invalidation fail.
+        assert_eq!(p.write(0, &[1; 4]), Err(ENOENT));
+        // Locally invalidating an invalid region succeeds (verbs); remotely it does not.
+        assert_eq!(t.invalidate(pd, new, false), Ok(()));
+        assert_eq!(t.invalidate(pd, new, true), Err(Fault::InvalidStag));
+        // The mapping stays staged: register again, with the old key; stale copies still fail.
+        reg(&t, pd, stag, access::REMOTE_READ, 0)?;
+        assert!(t.check(pd, stag, Rights::REMOTE_READ, 0, 3000).is_ok());
+        assert_eq!(p.write(0, &[1; 4]), Err(ENOENT));
+        assert_eq!(all.read(0, &mut back), Err(ENOENT));
+        t.remove(&mr);
+        assert_eq!(
+            t.check(pd, stag, Rights::REMOTE_READ, 0, 1).err(),
+            Some(Fault::InvalidStag)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn fast_reg_map_bounds() -> Result {
+        let t = MemTable::new()?;
+        let pd = PdId(0x40);
+        let mr = t.add_fast_reg(pd, 2)?;
+        assert_eq!(map(&mr, 100, 1000), Err(EINVAL));
+        // Three pages' worth into a list of two: only what the two pages hold is mapped.
+        map(&mr, 3 * 512, 512)?;
+        let staged = match &*mr.mem.fr.lock() {
+            Some(f) => f.pages.staged_len(),
+            None => 0,
+        };
+        assert!(staged > 0 && staged <= 1024);
+        reg(&t, pd, mr.stag(), access::LOCAL_WRITE, 0x2000)?;
+        assert!(t
+            .check(pd, mr.stag(), Rights::LOCAL_WRITE, 0x2000, staged)
+            .is_ok());
+        assert_eq!(
+            t.check(pd, mr.stag(), Rights::LOCAL_WRITE, 0x2000, staged + 1)
+                .err(),
+            Some(Fault::Bounds)
+        );
+        t.remove(&mr);
+        Ok(())
+    }
+
+    #[test]
+    fn post_time_lkeys() -> Result {
+        let t = MemTable::new()?;
+        let pd = PdId(0x40);
+        let dma = t.add_dma(pd, Rights::LOCAL_WRITE)?;
+        let ro = t.add_dma(pd, Rights::LOCAL_READ)?;
+        let fr = t.add_fast_reg(pd, 1)?;
+        let sge = |lkey: u32, length: u32| Sge {
+            laddr: 0x1000,
+            length,
+            lkey,
+        };
+        t.check_lkey(pd, &sge(dma.stag(), 8), Rights::LOCAL_WRITE)?;
+        t.check_lkey(pd, &sge(ro.stag(), 8), Rights::LOCAL_READ)?;
+        assert_eq!(
+            t.check_lkey(pd, &sge(ro.stag(), 8), Rights::LOCAL_WRITE),
+            Err(EINVAL)
+        );
+        assert_eq!(
+            t.check_lkey(PdId(0x80), &sge(dma.stag(), 8), Rights::LOCAL_READ),
+            Err(EINVAL)
+        );
+        assert_eq!(
+            t.check_lkey(pd, &sge(dma.stag() ^ 1, 8), Rights::LOCAL_READ),
+            Err(EINVAL)
+        );
+        assert_eq!(
+            t.check_lkey(pd, &sge(dma.stag() ^ 0x100, 8), Rights::LOCAL_READ),
+            Err(EINVAL)
+        );
+        // Zero-length SGEs access nothing.
+        t.check_lkey(pd, &sge(0xdead_beef, 0), Rights::LOCAL_WRITE)?;
+        // A fast-registration MR may still be invalid, with any key, but must be in the PD.
+        t.check_lkey(pd, &sge(fr.stag() ^ 0x5a, 8), Rights::LOCAL_WRITE)?;
+        assert_eq!(
+            t.check_lkey(PdId(0x80), &sge(fr.stag(), 8), Rights::LOCAL_READ),
+            Err(EINVAL)
+        );
+        t.check_local_stag(pd, fr.stag())?;
+        assert_eq!(t.check_local_stag(PdId(0x80), fr.stag()), Err(EINVAL));
+        // DMA MRs cannot be invalidated.
+        assert_eq!(t.invalidate(pd, dma.stag(), false), Err(Fault::Rights));
+        // The SQE encoding of Register MR round-trips.
+        let r = RegMr {
+            stag: fr.stag(),
+            access: access::LOCAL_WRITE | access::REMOTE_READ,
+            iova: 0xffff_8880_0000_1234,
+        };
+        let mut sqe = Sqe::default();
+        r.to_sqe(&mut sqe);
+        assert_eq!(RegMr::from_sqe(&sqe), r);
+        assert_eq!(sqe.num_sge, 0);
+        t.remove(&dma);
+        t.remove(&ro);
+        t.remove(&fr);
         Ok(())
     }
 

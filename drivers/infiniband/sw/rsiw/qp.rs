@@ -29,13 +29,26 @@ use crate::{
         Completion,
         RsiwCq, //
     },
-    device::RsiwDevice,
+    device::{
+        self,
+        RsiwDevice, //
+    },
     limits,
+    mem::{
+        self,
+        Kind,
+        RegMr, //
+    },
     ring::{
         self,
         Ring, //
     },
     srq::RsiwSrq,
+    stag::{
+        self,
+        PdId,
+        Rights, //
+    },
     wqe::{
         self,
         check_rqe,
@@ -270,14 +283,65 @@ fn sq_opcode(opcode: u32) -> Option<u8> {
     })
 }
 
-/// The local-key check of the SGEs of a posted work request. The data path checks every
-/// access against the STag table when it touches memory; posting only checks the shape.
-fn check_lkeys(_pd_sges: &[wqe::Sge]) -> Result {
-    Ok(())
+/// Returns the PD id of a QP (`EINVAL` if it has none, which ib_core never allows).
+fn qp_pd(qp: &Qp<RsiwDevice>) -> Result<PdId> {
+    qp.pd().map(device::pd_id).ok_or(EINVAL)
 }
 
-/// Copies the SGEs of a kernel work request into a ring element and checks their lkeys;
-/// returns how many were copied. `src` was bounded by the queue's SGE limit, which fits `dst`.
+/// The post-time lkey check of the SGEs of a kernel work request ([`MemTable::check_lkey`]):
+/// every SGE must name a region of the QP's PD that grants `need` and contains it (fast
+/// registration MRs: that exists in the PD). Fails with `EINVAL`.
+///
+/// [`MemTable::check_lkey`]: crate::mem::MemTable::check_lkey
+fn check_lkeys(qp: &Qp<RsiwDevice>, sges: &[wqe::Sge], need: Rights) -> Result {
+    let pd = qp_pd(qp)?;
+    let mem = qp.device().mem();
+    sges.iter().try_for_each(|s| mem.check_lkey(pd, s, need))
+}
+
+/// The post-time key checks of a kernel send work request turned into `sqe`: the lkeys of its
+/// SGEs (sources need local read, RDMA Read sinks local write); for a Local Invalidate, that
+/// the STag names a region of the QP's PD; for a Register MR, that the MR is a
+/// fast-registration MR of this device and PD, that the new key keeps the MR's index and that
+/// the access flags are valid; it then stores the request in the SQE ([`RegMr`]).
+fn check_send_keys(qp: &Qp<RsiwDevice>, w: &SendWr, sqe: &mut Sqe) -> Result {
+    let pd = qp_pd(qp)?;
+    let dev = qp.device();
+    match sqe.opcode {
+        op::REG_MR => {
+            let reg = w.reg_mr(dev).ok_or(EINVAL)?;
+            let mr = reg.mr.mem();
+            if mr.kind() != Kind::FastReg
+                || mr.pd() != pd
+                || stag::stag_index(reg.key) != stag::stag_index(reg.mr.stag())
+            {
+                return Err(EINVAL);
+            }
+            mem::mr_rights(reg.access)?;
+            RegMr {
+                stag: reg.key,
+                access: reg.access,
+                iova: reg.iova,
+            }
+            .to_sqe(sqe);
+            Ok(())
+        }
+        op::INVAL_STAG => dev.mem().check_local_stag(pd, sqe.rkey),
+        _ if sqe.flags & flags::INLINE != 0 => Ok(()),
+        opcode => {
+            let need = if opcode == op::READ || opcode == op::READ_LOCAL_INV {
+                Rights::LOCAL_WRITE
+            } else {
+                Rights::LOCAL_READ
+            };
+            let n = usize::from(sqe.num_sge);
+            check_lkeys(qp, sqe.sge.get(..n).ok_or(EINVAL)?, need)
+        }
+    }
+}
+
+/// Copies the SGEs of a kernel work request into a ring element; returns how many were
+/// copied. `src` was bounded by the queue's SGE limit, which fits `dst`.
 fn copy_sges(dst: &mut [wqe::Sge], src: Sges<'_>) -> Result<u8> {
     let mut n: u8 = 0;
     for (d, s) in dst.iter_mut().zip(src) {
@@ -288,7 +352,6 @@ fn copy_sges(dst: &mut [wqe::Sge], src: Sges<'_>) -> Result<u8> {
         };
         n = n.checked_add(1).ok_or(EINVAL)?;
     }
-    check_lkeys(dst.get(..usize::from(n)).ok_or(EINVAL)?)?;
     Ok(n)
 }
 
@@ -644,7 +707,8 @@ impl RsiwQp {
             }
             QpState::Rts => {
                 for w in wr.iter() {
-                    let sqe = this.build_sqe(w).map_err(|e| (e, w))?;
+                    let mut sqe = this.build_sqe(w).map_err(|e| (e, w))?;
+                    check_send_keys(qp, w, &mut sqe).map_err(|e| (e, w))?;
                     let mut idx = this.sq_idx.lock();
                     let put = idx.put;
                     if this.sq.flags(put) != 0 {
@@ -770,6 +834,9 @@ impl RsiwQp {
         let mut idx = this.rq_idx.lock();
         for w in wr.iter() {
             let rqe = build_rqe(w, this.caps.rq_max_sge).map_err(|e| (e, w))?;
+            let n = usize::from(rqe.num_sge);
+            check_lkeys(qp, rqe.sge.get(..n).unwrap_or(&[]), Rights::LOCAL_WRITE)
+                .map_err(|e| (e, w))?;
             let put = idx.put;
             if rq.flags(put) != 0 {
                 return Err((ENOMEM, w));
