@@ -616,3 +616,119 @@ pub(crate) unsafe extern "C" fn map_mr_sg_callback<T: Driver>(
     }
     n
 }
+
+#[macros::kunit_tests(rust_rdma_mr)]
+mod tests {
+    use super::*;
+
+    /// An `ib_mr` followed by the page list its `set_page` callback fills, as a driver's MR.
+    #[repr(C)]
+    struct Harness {
+        mr: bindings::ib_mr,
+        list: PageList,
+    }
+
+    /// The `set_page` callback of the harness.
+    ///
+    /// # Safety
+    ///
+    /// `mr` is the `mr` field of a live `Harness` that nothing else accesses meanwhile.
+    unsafe extern "C" fn set_page(mr: *mut bindings::ib_mr, addr: u64) -> c_int {
+        // SAFETY: `mr` is at offset 0 of a live `Harness` (`repr(C)`), per the requirements.
+        let list = unsafe { &mut (*mr.cast::<Harness>()).list };
+        match list.apply(MapStep(Step::Page(addr))) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// Maps `segs` (address, length; virtual DMA addresses) with `ib_sg_to_pages()` into a new
+    /// list of `max` pages of `page_size` bytes, as the `map_mr_sg` op does, and activates it.
+    fn map(segs: &[(usize, u32)], page_size: u32, max: u32) -> Result<(KBox<Harness>, c_int)> {
+        let mut h = KBox::new(
+            Harness {
+                mr: pin_init::zeroed(),
+                list: PageList::new(max)?,
+            },
+            GFP_KERNEL,
+        )?;
+        let mut sgl = KVec::<bindings::scatterlist>::with_capacity(segs.len(), GFP_KERNEL)?;
+        for _ in segs {
+            sgl.push(pin_init::zeroed(), GFP_KERNEL)?;
+        }
+        let n = c_int::try_from(segs.len())?;
+        // SAFETY: `sgl` holds `n` entries.
+        unsafe { bindings::sg_init_table(sgl.as_mut_ptr(), n as c_uint) };
+        for (sg, (addr, len)) in sgl.iter_mut().zip(segs) {
+            sg.dma_address = *addr as u64;
+            sg.dma_length = *len;
+            sg.length = *len;
+        }
+        h.mr.page_size = page_size;
+        h.list.apply(MapStep(Step::Begin(page_size)))?;
+        let mr = &raw mut h.mr;
+        // SAFETY: `mr` is the `mr` of the live harness `h`, not otherwise used during the
+        // call; `sgl` is an initialised table of `n` entries.
+        let ret = unsafe {
+            bindings::ib_sg_to_pages(mr, sgl.as_mut_ptr(), n, core::ptr::null_mut(), Some(set_page))
+        };
+        let length = if ret == n { h.mr.length } else { 0 };
+        let iova = h.mr.iova;
+        h.list.apply(MapStep(Step::End { iova, length }))?;
+        Ok((h, ret))
+    }
+
+    fn pattern(len: usize, seed: u8) -> Result<KVec<u8>> {
+        let mut v = KVec::with_capacity(len, GFP_KERNEL)?;
+        for i in 0..len {
+            v.push((i as u8).wrapping_mul(7).wrapping_add(seed), GFP_KERNEL)?;
+        }
+        Ok(v)
+    }
+
+    #[test]
+    fn one_element() -> Result {
+        let mut buf = pattern(10000, 1)?;
+        let addr = buf.as_ptr() as usize;
+        let (mut h, n) = map(&[(addr + 5, 9000)], 4096, 4)?;
+        assert_eq!(n, 1);
+        assert_eq!(h.list.staged_len(), 9000);
+        let gen = h.list.activate()?;
+        let mut back = KVec::from_elem(0u8, 9000, GFP_KERNEL)?;
+        h.list.read(gen, 0, &mut back)?;
+        assert!(back[..] == buf[5..9005]);
+        // A write across a page boundary lands in the buffer.
+        h.list.write(gen, 4000, &[0xee; 200])?;
+        assert!(buf[4005..4205].iter().all(|b| *b == 0xee));
+        assert_eq!(buf[4004], 4004u32.wrapping_mul(7).wrapping_add(1) as u8);
+        assert_eq!(h.list.write(gen, 8999, &[0; 2]), Err(EINVAL));
+        h.list.deactivate();
+        assert_eq!(h.list.read(gen, 0, &mut back[..1]), Err(ENOENT));
+        buf.clear();
+        Ok(())
+    }
+
+    #[test]
+    fn two_elements_and_overflow() -> Result {
+        // kmalloc() aligns power-of-two sizes naturally: both buffers are page aligned.
+        let a = pattern(8192, 2)?;
+        let b = pattern(8192, 3)?;
+        let (pa, pb) = (a.as_ptr() as usize, b.as_ptr() as usize);
+        assert_eq!((pa | pb) % 4096, 0);
+        // a[100..8192] ends on a page boundary, b[0..5000] starts on one: four pages.
+        let (mut h, n) = map(&[(pa + 100, 8092), (pb, 5000)], 4096, 4)?;
+        assert_eq!(n, 2);
+        assert_eq!(h.list.staged_len(), 13092);
+        let gen = h.list.activate()?;
+        let mut back = KVec::from_elem(0u8, 13092, GFP_KERNEL)?;
+        h.list.read(gen, 0, &mut back)?;
+        assert!(back[..8092] == a[100..]);
+        assert!(back[8092..] == b[..5000]);
+        // Three pages cannot hold it: the mapping stops early and cannot be registered.
+        let (mut h3, n3) = map(&[(pa + 100, 8092), (pb, 5000)], 4096, 3)?;
+        assert_eq!(n3, 1);
+        assert_eq!(h3.list.staged_len(), 0);
+        assert_eq!(h3.list.activate(), Err(EINVAL));
+        Ok(())
+    }
+}
