@@ -831,6 +831,14 @@ impl TcpSocket {
         to_result(unsafe { bindings::ip6_sock_set_v6only(self.sk().as_ptr()) })
     }
 
+    /// Restricts the socket to the net device with index `ifindex` (`SO_BINDTODEVICE`,
+    /// `sock_bindtoindex()`), e.g. so that a wildcard listener only takes connections arriving
+    /// on one device. Call it before binding. May sleep.
+    pub fn bind_to_ifindex(&self, ifindex: i32) -> Result {
+        // SAFETY: `sk` is valid; `lock_sk` asks the function to take the socket lock itself.
+        to_result(unsafe { bindings::sock_bindtoindex(self.sk().as_ptr(), ifindex, true) })
+    }
+
     /// Binds to `addr` (`kernel_bind()`); a zero port picks an ephemeral one. May sleep.
     pub fn bind(&self, addr: &SocketAddr) -> Result {
         let sa = SockAddrStorage::new(addr);

@@ -93,20 +93,8 @@ use kernel::{
     },
 };
 
-/// TEMPORARY: stand-in for the connection manager's `cm::Cep` until `cm.rs` provides it.
-/// Replace `Cep` below with `crate::cm::Cep` then.
-pub(crate) mod cep_placeholder {
-    /// The connection endpoint (placeholder).
-    pub(crate) struct Cep;
-
-    impl Cep {
-        /// Closes the connection: gracefully, or aborting it (placeholder: does nothing).
-        pub(crate) fn disconnect(&self, _abortive: bool) {}
-    }
-}
-
 /// The connection manager's endpoint of a connection.
-pub(crate) use cep_placeholder::Cep;
+pub(crate) use crate::cm::Cep;
 
 /// Capacity of the outstanding Read Request ring: the ORD actually used is at most this
 /// (using fewer credits than the peer's IRD allows is always correct).

@@ -8,6 +8,7 @@
 
 use crate::{
     abi::UrespAllocCtx,
+    cm,
     cq::RsiwCq,
     limits,
     mem::{
@@ -63,6 +64,10 @@ use kernel::{
             PostError,
             UnregisteredDevice,
             UverbsCmd, //
+        },
+        iwcm::{
+            CmId,
+            ConnParam, //
         },
         link::{
             LinkOps,
@@ -193,6 +198,8 @@ pub(crate) struct RsiwDevice {
     mem: MemTable,
     /// Every QP by number (`iw_get_qp`), holding a reference until `destroy_qp`.
     qp_table: Pin<KBox<SpinLock<RBTree<u32, ARef<Qp<RsiwDevice>>>>>>,
+    /// The connection manager: listeners, connection endpoints and their work queue.
+    pub(crate) cm: cm::DeviceCm,
 }
 
 impl RsiwDevice {
@@ -211,6 +218,7 @@ impl RsiwDevice {
             next_qpn: Atomic::new(limits::FIRST_QPN),
             mem: MemTable::new()?,
             qp_table: KBox::pin_init(new_spinlock!(RBTree::new(), "rsiw_qp_table"), GFP_KERNEL)?,
+            cm: cm::DeviceCm::new()?,
         })
     }
 
@@ -412,6 +420,26 @@ impl Driver for RsiwDevice {
         dev.qp_by_num(qpn)
     }
 
+    fn iw_create_listen(dev: &Device<Self>, id: &CmId, backlog: u32) -> Result {
+        cm::create_listen(dev, id, backlog)
+    }
+
+    fn iw_destroy_listen(dev: &Device<Self>, id: &CmId) -> Result {
+        cm::destroy_listen(dev, id)
+    }
+
+    fn iw_connect(dev: &Device<Self>, id: &CmId, param: &ConnParam<'_>) -> Result {
+        cm::connect(dev, id, param)
+    }
+
+    fn iw_accept(dev: &Device<Self>, id: &CmId, param: &ConnParam<'_>) -> Result {
+        cm::accept(dev, id, param)
+    }
+
+    fn iw_reject(dev: &Device<Self>, id: &CmId, private_data: &[u8]) -> Result {
+        cm::reject(dev, id, private_data)
+    }
+
     fn qp_created(qp: &Qp<Self>) -> Result {
         let node = RBTreeNode::new(qp.qp_num(), ARef::from(qp), GFP_KERNEL)?;
         // QP numbers are unique (a 32-bit counter), so nothing is replaced; if a number ever
@@ -432,6 +460,8 @@ impl Driver for RsiwDevice {
     fn destroy_qp(qp: &Qp<Self>, _udata: Option<&Udata>) {
         // The data path holds a QP reference, which destroy waits for.
         RsiwQp::detach_conn(qp);
+        // So does a connection still in its MPA exchange: abort it.
+        cm::qp_drop_conn(qp, true);
         let dev = qp.device();
         let entry = dev.qp_table.lock().remove(&qp.qp_num());
         // The table's reference; dropped outside the lock.

@@ -583,6 +583,31 @@ impl RsiwQp {
         }
     }
 
+    /// The connection manager's move to RTS after a successful MPA exchange, with the
+    /// negotiated IRD and ORD (`siw_qp_modify()` with `SIW_QP_ATTR_LLP_HANDLE`). Fails with
+    /// `EINVAL` unless the QP is in IDLE or RTR. Process context.
+    pub(crate) fn cm_establish(qp: &Qp<RsiwDevice>, ird: u32, ord: u32) -> Result {
+        let this: &RsiwQp = qp;
+        let _g = this.modify.lock();
+        let (state, _) = next_state(this.state(), QpState::Rts, true)?;
+        if state != QpState::Rts || this.state() == QpState::Rts {
+            return Err(EINVAL);
+        }
+        this.ird.store(ird.min(limits::MAX_IRD), Relaxed);
+        this.ord.store(ord.min(limits::MAX_ORD), Relaxed);
+        this.connected.store(1, Relaxed);
+        this.state.store(QpState::Rts as u32, Relaxed);
+        Ok(())
+    }
+
+    /// The connection manager closed the QP's connection (`siw_qp_llp_close()`): the QP goes
+    /// to ERROR and its queues are flushed. Process context.
+    pub(crate) fn cm_disconnected(qp: &Qp<RsiwDevice>) {
+        let this: &RsiwQp = qp;
+        this.connected.store(0, Relaxed);
+        Self::set_error(qp);
+    }
+
     /// Returns the QP's attributes (`siw_query_qp()`).
     pub(crate) fn query(qp: &Qp<RsiwDevice>) -> Result<QpQuery> {
         let this: &RsiwQp = qp;

@@ -14,6 +14,7 @@ use kernel::{
 };
 
 mod abi;
+mod cm;
 mod conn;
 mod cq;
 mod crc;
@@ -40,6 +41,32 @@ module! {
     description: "Software iWARP RDMA driver (Rust)",
     license: "GPL",
     alias: ["rdma-link-rsiw"],
+    params: {
+        mpa_version: u8 {
+            default: 2,
+            description: "Highest MPA revision offered as initiator and accepted as responder (1 or 2; 2 adds IRD/ORD negotiation)",
+        },
+        mpa_crc_required: bool {
+            default: false,
+            description: "Ask for MPA CRC (as initiator) and always use it (as responder)",
+        },
+        mpa_crc_strict: bool {
+            default: false,
+            description: "Refuse peers that ask for MPA CRC when mpa_crc_required is off",
+        },
+        peer_to_peer: bool {
+            default: false,
+            description: "Ask for the MPA peer-to-peer model with an RTR message as initiator",
+        },
+        rtr_type: u8 {
+            default: 3,
+            description: "RTR kinds offered as initiator and accepted as responder: 1 zero-length Write, 2 zero-length Read (bit mask)",
+        },
+        relaxed_ird_negotiation: bool {
+            default: true,
+            description: "Adopt the peer's smaller IRD/ORD instead of refusing the connection (as siw)",
+        },
+    },
 }
 
 /// The module state: its registrations, torn down in declaration order.

@@ -1,0 +1,1398 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The connection manager: the iw_cm provider operations, listeners, connection endpoints and
+//! the MPA Request/Reply exchange (`siw_cm.c`).
+//!
+//! # Objects
+//!
+//! - A [`Listener`] owns a listening socket for one listening iw_cm id. Its `data_ready`
+//!   callback queues work that accepts the waiting connections, each into a new passive
+//!   [`Cep`].
+//! - A [`Cep`] (connection endpoint) owns one TCP connection for its whole life: the socket
+//!   (`Arc<TcpSocket>`) with the `Cep` attached as its only [`Callbacks`], the iw_cm id of the
+//!   connection, the QP it is bound to, and the MPA exchange. Once the QP is in RTS the socket's
+//!   `data_ready` and `write_space` go to the data path ([`Conn`]); `state_change` and
+//!   `error_report` always come here.
+//! - [`CmDev`] is the per-device part: the ordered work queue all CM work runs on, and the
+//!   registry of live listeners and endpoints (for the iw_cm's provider tokens, for the QP's
+//!   hooks, and for tearing everything down with the device).
+//!
+//! # Contexts
+//!
+//! Socket callbacks and timers only record an event ([`Cep::raise`]) and queue the endpoint's
+//! work item; everything else (reading MPA frames, sending, iw_cm events, QP changes, releasing
+//! the socket) runs in the work item or in the iw_cm operations, in process context, under the
+//! endpoint's `inner` mutex.
+//!
+//! Lock order: the registry, then a `Cep`'s or `Listener`'s `inner` mutex, then the QP's
+//! `modify` mutex, then the socket lock, then the `fast` spinlock.
+
+use crate::{
+    conn::{
+        Conn,
+        ConnParams, //
+    },
+    device::RsiwDevice,
+    limits,
+    qp::{
+        QpState,
+        RsiwQp, //
+    },
+    wire::mpa::{
+        self,
+        FrameHeader,
+        FrameKind,
+        FrameReader,
+        InitiatorAction,
+        LocalConfig,
+        ReadStatus,
+        ResponderAction,
+        RtrKind,
+        RtrSet, //
+    },
+};
+use core::net::SocketAddr;
+use kernel::{
+    net::{
+        socket::{
+            Family,
+            SendFlags, //
+        },
+        tcp::{
+            CallbackSock,
+            Callbacks,
+            Connect,
+            DataReadySock,
+            SockLockClass,
+            TcpSocket,
+            TcpState, //
+        },
+    },
+    new_mutex, new_spinlock_irq, new_work,
+    prelude::*,
+    rdma::{
+        device::Device,
+        iwcm::{
+            CmId,
+            ConnParam,
+            Event,
+            EventKind,
+            MAX_PRIVATE_DATA, //
+        },
+        object::Qp,
+    },
+    sync::{
+        aref::ARef,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc,
+        ArcBorrow,
+        Mutex,
+        SpinLockIrq, //
+    },
+    time::{
+        hrtimer::{
+            ArcHrTimerHandle,
+            HrTimer,
+            HrTimerCallback,
+            HrTimerCallbackContext,
+            HrTimerPointer,
+            HrTimerRestart,
+            RelativeSoftMode, //
+        },
+        Delta,
+        Monotonic, //
+    },
+    workqueue::{
+        OwnedQueue,
+        QueueFlags,
+        Work,
+        WorkItem, //
+    },
+    ThisModule,
+};
+
+/// Lockdep class of the IPv4 sockets of the connection manager (see `siw_reclassify_socket()`):
+/// their locks are taken under RDMA locks that network file systems also take around their own
+/// sockets.
+static SOCK_CLASS_V4: SockLockClass = SockLockClass {
+    slock_name: c"slock-AF_INET-RDMA-RSIW",
+    slock_key: kernel::static_lock_class!(),
+    name: c"sk_lock-AF_INET-RDMA-RSIW",
+    key: kernel::static_lock_class!(),
+};
+
+/// Lockdep class of the IPv6 sockets of the connection manager.
+static SOCK_CLASS_V6: SockLockClass = SockLockClass {
+    slock_name: c"slock-AF_INET6-RDMA-RSIW",
+    slock_key: kernel::static_lock_class!(),
+    name: c"sk_lock-AF_INET6-RDMA-RSIW",
+    key: kernel::static_lock_class!(),
+};
+
+/// This module, which the reclassified sockets keep loaded while they use its lock keys.
+static THIS: ThisModule = <crate::RsiwModule as kernel::ModuleMetadata>::THIS_MODULE;
+
+/// How long an initiator waits for the TCP handshake and the MPA Reply (`MPAREQ_TIMEOUT`).
+const REPLY_TIMEOUT: Delta = Delta::from_secs(10);
+/// How long a responder waits for the MPA Request after accepting the TCP connection.
+const REQUEST_TIMEOUT: Delta = Delta::from_secs(5);
+
+/// What the module parameters ask for (see `rsiw.rs`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Policy {
+    /// Highest MPA revision to use (1 or 2).
+    pub(crate) mpa_rev: u8,
+    /// Ask for (and always answer with) MPA CRC.
+    pub(crate) crc_required: bool,
+    /// Refuse peers that ask for CRC when `crc_required` is off.
+    pub(crate) crc_strict: bool,
+    /// Ask for the peer-to-peer model as initiator.
+    pub(crate) p2p: bool,
+    /// RTR kinds offered (initiator) or accepted (responder).
+    pub(crate) rtr: RtrSet,
+    /// Responder: adopt a lower initiator IRD instead of rejecting (siw's
+    /// `relaxed_ird_negotiation`); initiator: accept a responder IRD below our ORD.
+    pub(crate) relaxed_ird: bool,
+}
+
+impl Policy {
+    /// Reads the module parameters.
+    pub(crate) fn get() -> Self {
+        use crate::module_parameters as p;
+        let rtr = p::rtr_type.value();
+        Self {
+            mpa_rev: p::mpa_version.value().clamp(1, 2),
+            crc_required: p::mpa_crc_required.value(),
+            crc_strict: p::mpa_crc_strict.value(),
+            p2p: p::peer_to_peer.value(),
+            rtr: RtrSet {
+                write: rtr & 1 != 0,
+                read: rtr & 2 != 0,
+                send: rtr & 4 != 0,
+            },
+            relaxed_ird: p::relaxed_ird_negotiation.value(),
+        }
+    }
+
+    /// The wire core's configuration for a connection whose ULP asked for `ird` and `ord`.
+    fn local_config(&self, ird: u32, ord: u32) -> LocalConfig {
+        let c = |v: u32, max: u32| v.min(max).min(u32::from(mpa::IRD_ORD_MAX)) as u16;
+        let mut rtr = self.rtr;
+        // The RX path cannot absorb a zero-length Send RTR without a receive (D-04).
+        rtr.send = false;
+        LocalConfig {
+            max_rev: self.mpa_rev,
+            crc: self.crc_required,
+            ird: c(ird, limits::MAX_IRD),
+            ord: c(ord, limits::MAX_ORD),
+            max_ird: c(limits::MAX_IRD, limits::MAX_IRD),
+            max_ord: c(limits::MAX_ORD, limits::MAX_ORD),
+            p2p: self.p2p && !rtr.is_empty(),
+            rtr,
+            relaxed_ord: self.relaxed_ird,
+        }
+    }
+}
+
+/// Clamps an IRD/ORD value to what an iw_cm event carries.
+fn ev_u8(v: u32) -> u8 {
+    u8::try_from(v).unwrap_or(u8::MAX)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-device state.
+
+/// Live listeners and endpoints of a device.
+struct Registry {
+    listeners: KVec<Arc<Listener>>,
+    ceps: KVec<Arc<Cep>>,
+    /// Set when the device goes away: nothing new is registered.
+    dead: bool,
+}
+
+/// The connection manager's per-device state, shared by its listeners and endpoints.
+#[pin_data]
+pub(crate) struct CmDev {
+    /// The ordered queue all CM work of the device runs on.
+    queue: OwnedQueue,
+    /// The next provider token (never 0).
+    next_token: Atomic<usize>,
+    #[pin]
+    reg: Mutex<Registry>,
+}
+
+impl CmDev {
+    fn new_token(&self) -> usize {
+        loop {
+            let t = self.next_token.fetch_add(1, Relaxed);
+            if t != 0 {
+                return t;
+            }
+        }
+    }
+
+    fn register_cep(&self, cep: &Arc<Cep>) -> Result {
+        let mut r = self.reg.lock();
+        if r.dead {
+            return Err(ENODEV);
+        }
+        r.ceps.push(cep.clone(), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    fn unregister_cep(&self, cep: &Cep) -> Option<Arc<Cep>> {
+        let mut r = self.reg.lock();
+        let i = r.ceps.iter().position(|c| core::ptr::eq(&**c, cep))?;
+        r.ceps.remove(i).ok()
+    }
+
+    fn cep_by_token(&self, token: usize) -> Option<Arc<Cep>> {
+        self.reg
+            .lock()
+            .ceps
+            .iter()
+            .find(|c| c.token == token)
+            .cloned()
+    }
+
+    fn cep_by_qpn(&self, qpn: u32) -> Option<Arc<Cep>> {
+        if qpn == 0 {
+            return None;
+        }
+        self.reg
+            .lock()
+            .ceps
+            .iter()
+            .find(|c| c.qpn.load(Relaxed) == qpn)
+            .cloned()
+    }
+}
+
+/// The connection manager of one device; a field of [`RsiwDevice`]. Dropping it (when the
+/// device is freed) closes whatever is left and waits for the CM work of the device.
+pub(crate) struct DeviceCm {
+    cm: Arc<CmDev>,
+}
+
+impl DeviceCm {
+    /// Creates the connection manager of a device. May sleep.
+    pub(crate) fn new() -> Result<Self> {
+        let queue = OwnedQueue::new_ordered(c"rsiw_cm", QueueFlags::MEM_RECLAIM)?;
+        let cm = Arc::pin_init(
+            pin_init!(CmDev {
+                queue,
+                next_token: Atomic::new(1),
+                reg <- new_mutex!(
+                    Registry {
+                        listeners: KVec::new(),
+                        ceps: KVec::new(),
+                        dead: false,
+                    },
+                    "rsiw_cm_registry"
+                ),
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Self { cm })
+    }
+}
+
+impl Drop for DeviceCm {
+    fn drop(&mut self) {
+        // ib_core has destroyed every iw_cm id and QP of the device by now, but accepted
+        // connections still in the MPA exchange, or endpoints whose close work is pending, may
+        // remain. Close them all, then wait for their work.
+        let (listeners, ceps) = {
+            let mut r = self.cm.reg.lock();
+            r.dead = true;
+            (
+                core::mem::take(&mut r.listeners),
+                core::mem::take(&mut r.ceps),
+            )
+        };
+        for l in listeners.iter() {
+            l.shutdown();
+        }
+        for c in ceps.iter() {
+            c.teardown(None);
+        }
+        drop(listeners);
+        drop(ceps);
+        self.cm.queue.drain();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Listeners.
+
+/// A listening socket for one listening iw_cm id.
+#[pin_data]
+pub(crate) struct Listener {
+    cm: Arc<CmDev>,
+    /// The provider token stored in the listening id.
+    token: usize,
+    /// The listening id; reports `ConnectRequest`.
+    id: ARef<CmId>,
+    /// The socket, until the listener is destroyed.
+    #[pin]
+    sock: Mutex<Option<TcpSocket>>,
+    #[pin]
+    work: Work<Listener>,
+}
+
+kernel::impl_has_work! {
+    impl HasWork<Self> for Listener { self.work }
+}
+
+#[vtable]
+impl Callbacks for Listener {
+    fn data_ready(this: ArcBorrow<'_, Self>, _sk: &mut DataReadySock<'_>) {
+        // A connection is waiting; accepting may sleep.
+        let _ = this.cm.queue.enqueue(Arc::from(this));
+    }
+}
+
+impl WorkItem for Listener {
+    type Pointer = Arc<Listener>;
+
+    fn run(this: Arc<Listener>) {
+        let sock = this.sock.lock();
+        let Some(s) = sock.as_ref() else {
+            return;
+        };
+        // Bounded: a flood of connections is served in several runs.
+        for _ in 0..64 {
+            match s.accept() {
+                Ok(new) => {
+                    if let Err(e) = Cep::new_passive(&this, new) {
+                        pr_debug!("rsiw: cm: dropping a new connection: {:?}\n", e);
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+        drop(sock);
+        let _ = this.cm.queue.enqueue(this.clone());
+    }
+}
+
+impl Listener {
+    /// Closes the listening socket; connections already accepted live on. Process context.
+    fn shutdown(&self) {
+        let s = self.sock.lock().take();
+        // Dropping detaches the callbacks (waiting for running ones) and releases the socket.
+        drop(s);
+    }
+}
+
+/// Creates the socket of a new endpoint or listener for `addr`'s family, in the caller's
+/// network namespace, with the CM's lockdep classes.
+fn new_socket(addr: &SocketAddr) -> Result<TcpSocket> {
+    let mut s = TcpSocket::new(Family::of(addr))?;
+    s.reclassify(&THIS, &SOCK_CLASS_V4, &SOCK_CLASS_V6)?;
+    Ok(s)
+}
+
+/// `iw_create_listen`: listens on `id`'s address; a wildcard address only takes connections
+/// that arrive on the device's net device, as in `siw`.
+pub(crate) fn create_listen(dev: &Device<RsiwDevice>, id: &CmId, backlog: u32) -> Result {
+    let cm = &dev.cm.cm;
+    let addr = id.mapped_local_addr()?;
+    let s = new_socket(&addr)?;
+    s.set_reuseaddr();
+    if matches!(addr, SocketAddr::V6(_)) && id.afonly() {
+        s.set_v6only()?;
+    }
+    if addr.ip().is_unspecified() {
+        let ndev = dev.netdev(limits::PORT).ok_or(ENODEV)?;
+        s.bind_to_ifindex(ndev.ifindex())?;
+    }
+    s.bind(&addr)?;
+    s.listen(backlog.max(1))?;
+    let l = Arc::pin_init(
+        pin_init!(Listener {
+            cm: cm.clone(),
+            token: cm.new_token(),
+            id: ARef::from(id),
+            sock <- new_mutex!(None, "rsiw_listener_sock"),
+            work <- new_work!("rsiw_listener_work"),
+        }),
+        GFP_KERNEL,
+    )?;
+    s.attach(l.clone())?;
+    *l.sock.lock() = Some(s);
+    {
+        let mut r = cm.reg.lock();
+        if r.dead {
+            drop(r);
+            l.shutdown();
+            return Err(ENODEV);
+        }
+        if let Err(e) = r.listeners.push(l.clone(), GFP_KERNEL) {
+            drop(r);
+            l.shutdown();
+            return Err(e.into());
+        }
+    }
+    id.set_provider_token(l.token);
+    // Connections that completed between listen() and attach() signalled nobody.
+    let _ = cm.queue.enqueue(l);
+    Ok(())
+}
+
+/// `iw_destroy_listen`: closes the listener and the connections it accepted that were not yet
+/// handed to the iw_cm.
+pub(crate) fn destroy_listen(dev: &Device<RsiwDevice>, id: &CmId) -> Result {
+    let cm = &dev.cm.cm;
+    let token = id.provider_token();
+    let l = {
+        let mut r = cm.reg.lock();
+        let i = r.listeners.iter().position(|l| l.token == token);
+        i.and_then(|i| r.listeners.remove(i).ok())
+    };
+    let Some(l) = l else {
+        return Ok(());
+    };
+    l.shutdown();
+    // Endpoints still waiting for their MPA Request belong to the listener.
+    let orphans: KVec<Arc<Cep>> = {
+        let r = cm.reg.lock();
+        let mut v = KVec::new();
+        for c in r.ceps.iter() {
+            if c.listener_token == token {
+                v.push(c.clone(), GFP_KERNEL)?;
+            }
+        }
+        v
+    };
+    for c in orphans.iter() {
+        let mut g = c.inner.lock();
+        if g.state == State::AwaitRequest {
+            c.close_locked(&mut g, None);
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connection endpoints.
+
+/// The state of an endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Active: the TCP handshake is under way.
+    Connecting,
+    /// Active: the MPA Request was sent; waiting for the Reply.
+    AwaitReply,
+    /// Passive: the TCP connection was accepted; waiting for the MPA Request.
+    AwaitRequest,
+    /// Passive: the Request was handed to the iw_cm; waiting for accept or reject.
+    RecvdRequest,
+    /// Passive, peer-to-peer: accepted, waiting for the initiator's RTR.
+    AwaitRtr,
+    /// Connected: the QP is in RTS and the data path owns the stream.
+    Rdma,
+    /// Closed: nothing left.
+    Closed,
+}
+
+/// Events recorded by callbacks, timers and [`Cep::disconnect`] for the work item.
+mod ev {
+    /// The socket may hold MPA bytes.
+    pub(super) const DATA: u32 = 1 << 0;
+    /// The TCP state changed (connected, or the peer closed).
+    pub(super) const STATE: u32 = 1 << 1;
+    /// A socket error was reported.
+    pub(super) const ERROR: u32 = 1 << 2;
+    /// The MPA timer fired.
+    pub(super) const TIMEOUT: u32 = 1 << 3;
+    /// The QP asks for a graceful close.
+    pub(super) const CLOSE: u32 = 1 << 4;
+    /// The QP asks for an abortive close.
+    pub(super) const ABORT: u32 = 1 << 5;
+    /// The data path received the peer's RTR.
+    pub(super) const RTR: u32 = 1 << 6;
+}
+
+/// What callbacks touch: pending events and the data path.
+struct Fast {
+    pending: u32,
+    conn: Option<Arc<Conn>>,
+}
+
+/// The parts of an endpoint that the work item and the iw_cm operations use.
+struct Inner {
+    state: State,
+    sock: Option<Arc<TcpSocket>>,
+    /// The iw_cm id of the connection (active: from `iw_connect`; passive: from `iw_accept`).
+    id: Option<ARef<CmId>>,
+    /// Passive, until the Request is handed over: the listener.
+    listener: Option<Arc<Listener>>,
+    qp: Option<ARef<Qp<RsiwDevice>>>,
+    reader: Option<KBox<FrameReader>>,
+    /// The configuration of the exchange (initiator: the one the Request was built from).
+    cfg: LocalConfig,
+    /// Passive: the Request's header and private data (enhanced data included).
+    req_hdr: Option<FrameHeader>,
+    req_pd: KVec<u8>,
+    /// The data path, once connected.
+    conn: Option<Arc<Conn>>,
+    /// The MPA timer, while armed.
+    timer: Option<ArcHrTimerHandle<Cep>>,
+    /// The negotiated IRD and ORD, reported in the events.
+    ird: u32,
+    ord: u32,
+}
+
+/// A connection endpoint.
+#[pin_data]
+pub(crate) struct Cep {
+    cm: Arc<CmDev>,
+    /// The provider token (passive: the new iw_cm id's `provider_data`).
+    token: usize,
+    /// Passive: the token of the listener that accepted it; 0 for active endpoints.
+    listener_token: usize,
+    active: bool,
+    /// The QP number once bound, for the QP's hooks.
+    qpn: Atomic<u32>,
+    #[pin]
+    fast: SpinLockIrq<Fast>,
+    #[pin]
+    inner: Mutex<Inner>,
+    #[pin]
+    timer: HrTimer<Cep>,
+    #[pin]
+    work: Work<Cep>,
+}
+
+kernel::impl_has_work! {
+    impl HasWork<Self> for Cep { self.work }
+}
+
+kernel::impl_has_hr_timer! {
+    impl HasHrTimer<Self> for Cep {
+        mode: RelativeSoftMode<Monotonic>,
+        field: self.timer
+    }
+}
+
+impl HrTimerCallback for Cep {
+    type Pointer<'a> = Arc<Cep>;
+
+    fn run(this: ArcBorrow<'_, Cep>, _ctx: HrTimerCallbackContext<'_, Self>) -> HrTimerRestart {
+        Cep::raise(this, ev::TIMEOUT);
+        HrTimerRestart::NoRestart
+    }
+}
+
+impl WorkItem for Cep {
+    type Pointer = Arc<Cep>;
+
+    fn run(this: Arc<Cep>) {
+        this.process();
+    }
+}
+
+#[vtable]
+impl Callbacks for Cep {
+    fn data_ready(this: ArcBorrow<'_, Self>, sk: &mut DataReadySock<'_>) {
+        let conn = this.fast.lock().conn.clone();
+        match conn {
+            Some(c) => Conn::data_ready(c.as_arc_borrow(), sk),
+            None => Self::raise(this, ev::DATA),
+        }
+    }
+
+    fn write_space(this: ArcBorrow<'_, Self>, sk: &CallbackSock<'_>) {
+        let conn = this.fast.lock().conn.clone();
+        if let Some(c) = conn {
+            Conn::write_space(c.as_arc_borrow(), sk);
+        }
+    }
+
+    fn state_change(this: ArcBorrow<'_, Self>, _sk: &CallbackSock<'_>) {
+        Self::raise(this, ev::STATE);
+    }
+
+    fn error_report(this: ArcBorrow<'_, Self>, _sk: &CallbackSock<'_>) {
+        Self::raise(this, ev::ERROR);
+    }
+}
+
+impl Cep {
+    fn alloc(
+        cm: &Arc<CmDev>,
+        active: bool,
+        listener_token: usize,
+        cfg: LocalConfig,
+    ) -> Result<Arc<Self>> {
+        let state = if active {
+            State::Connecting
+        } else {
+            State::AwaitRequest
+        };
+        Arc::pin_init(
+            pin_init!(Cep {
+                cm: cm.clone(),
+                token: cm.new_token(),
+                listener_token,
+                active,
+                qpn: Atomic::new(0),
+                fast <- new_spinlock_irq!(Fast { pending: 0, conn: None }, "rsiw_cep_fast"),
+                inner <- new_mutex!(
+                    Inner {
+                        state,
+                        sock: None,
+                        id: None,
+                        listener: None,
+                        qp: None,
+                        reader: None,
+                        cfg,
+                        req_hdr: None,
+                        req_pd: KVec::new(),
+                        conn: None,
+                        timer: None,
+                        ird: 0,
+                        ord: 0,
+                    },
+                    "rsiw_cep"
+                ),
+                timer <- HrTimer::new(),
+                work <- new_work!("rsiw_cep_work"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Records `events` and queues the work item. Any context but hard IRQ.
+    fn raise(this: ArcBorrow<'_, Self>, events: u32) {
+        this.fast.lock().pending |= events;
+        // Fails only if it is already queued, and then it will see the events.
+        let _ = this.cm.queue.enqueue(Arc::from(this));
+    }
+
+    /// Closes the connection: gracefully (FIN after what was queued) or abortively. Any
+    /// context; the close runs in the CM's work item, which reports `Close` to the iw_cm, moves
+    /// the QP to ERROR and stops the data path.
+    pub(crate) fn disconnect(self: &Arc<Self>, abortive: bool) {
+        Self::raise(
+            self.as_arc_borrow(),
+            if abortive { ev::ABORT } else { ev::CLOSE },
+        );
+    }
+
+    /// The data path received the initiator's RTR (passive, peer-to-peer): the connection is
+    /// established. Any context.
+    #[allow(dead_code, reason = "called by the RX engine in peer-to-peer mode")]
+    pub(crate) fn rtr_received(self: &Arc<Self>) {
+        Self::raise(self.as_arc_borrow(), ev::RTR);
+    }
+
+    fn arm_timer(self: &Arc<Self>, g: &mut Inner, t: Delta) {
+        // Dropping an old handle cancels that timer (never from its own callback: it only
+        // queues work).
+        g.timer = Some(self.clone().start(t));
+    }
+
+    /// Creates a passive endpoint for a connection `l` accepted.
+    fn new_passive(l: &Arc<Listener>, sock: TcpSocket) -> Result {
+        let cfg = Policy::get().local_config(limits::MAX_IRD, limits::MAX_ORD);
+        let cep = Self::alloc(&l.cm, false, l.token, cfg)?;
+        sock.set_nodelay();
+        let sock = Arc::new(sock, GFP_KERNEL)?;
+        l.cm.register_cep(&cep)?;
+        {
+            let mut g = cep.inner.lock();
+            g.listener = Some(l.clone());
+            g.reader = Some(KBox::new(FrameReader::new(FrameKind::Request), GFP_KERNEL)?);
+            g.sock = Some(sock.clone());
+            if let Err(e) = sock.attach(cep.clone()) {
+                cep.close_locked(&mut g, None);
+                return Err(e);
+            }
+            cep.arm_timer(&mut g, REQUEST_TIMEOUT);
+        }
+        // The Request may have arrived before the callbacks were attached.
+        Self::raise(cep.as_arc_borrow(), ev::DATA | ev::STATE);
+        Ok(())
+    }
+
+    /// The work item: handles the recorded events.
+    fn process(self: &Arc<Self>) {
+        let events = core::mem::take(&mut self.fast.lock().pending);
+        let mut g = self.inner.lock();
+        if g.state == State::Closed {
+            return;
+        }
+        if events & ev::ABORT != 0 {
+            self.local_close(&mut g, true);
+            return;
+        }
+        if events & ev::CLOSE != 0 {
+            self.local_close(&mut g, false);
+            return;
+        }
+        if events & ev::STATE != 0 && g.state == State::Connecting {
+            self.connected(&mut g);
+        }
+        if events & ev::DATA != 0 {
+            self.read_mpa(&mut g);
+        }
+        if events & ev::RTR != 0 && g.state == State::AwaitRtr {
+            self.established(&mut g);
+        }
+        if events & ev::TIMEOUT != 0 {
+            self.timeout(&mut g);
+        }
+        if events & (ev::STATE | ev::ERROR) != 0 {
+            self.check_socket(&mut g);
+        }
+    }
+
+    /// Active: the TCP handshake ended; send the MPA Request.
+    fn connected(self: &Arc<Self>, g: &mut Inner) {
+        let Some(sock) = g.sock.clone() else {
+            return;
+        };
+        if sock.state() != TcpState::ESTABLISHED {
+            // Refused or failed: `check_socket` reports it.
+            return;
+        }
+        let pd = core::mem::take(&mut g.req_pd);
+        let (flags, rev, enh) = mpa::initiator_request(&g.cfg);
+        let r = send_frame(&sock, FrameKind::Request, flags, rev, enh.as_ref(), &pd);
+        if let Err(e) = r {
+            self.fail_connect(g, e);
+            return;
+        }
+        g.state = State::AwaitReply;
+        // The Reply may already be there.
+        self.read_mpa(g);
+    }
+
+    /// Reads MPA bytes, exactly up to the end of the frame, and acts on a complete frame.
+    fn read_mpa(self: &Arc<Self>, g: &mut Inner) {
+        if !matches!(g.state, State::AwaitReply | State::AwaitRequest) {
+            return;
+        }
+        let (Some(sock), Some(reader)) = (g.sock.clone(), g.reader.as_mut()) else {
+            return;
+        };
+        let mut status = ReadStatus::NeedMore;
+        {
+            let mut lk = sock.lock();
+            let _ = lk.read_sock(|skb| {
+                if status != ReadStatus::NeedMore {
+                    return Ok(0);
+                }
+                let mut buf = [0u8; 128];
+                let mut off = 0usize;
+                while off < skb.len() && status == ReadStatus::NeedMore {
+                    let n = (skb.len() - off).min(buf.len());
+                    skb.copy_to(off, &mut buf[..n])?;
+                    let (used, st) = reader.feed(&buf[..n]);
+                    off += used;
+                    status = st;
+                    if used == 0 {
+                        break;
+                    }
+                }
+                Ok(off)
+            });
+        }
+        match status {
+            ReadStatus::NeedMore => {}
+            ReadStatus::Invalid(e) => {
+                pr_debug!("rsiw: cm: invalid MPA frame: {:?}\n", e);
+                if self.active {
+                    self.fail_connect(g, EPROTO);
+                } else {
+                    self.close_locked(g, None);
+                }
+            }
+            ReadStatus::Done => {
+                if self.active {
+                    self.got_reply(g);
+                } else {
+                    self.got_request(g);
+                }
+            }
+        }
+    }
+
+    /// Passive: a complete Request arrived.
+    fn got_request(self: &Arc<Self>, g: &mut Inner) {
+        g.timer = None;
+        let Some(reader) = g.reader.take() else {
+            return;
+        };
+        let Some(Ok(frame)) = reader.frame() else {
+            self.close_locked(g, None);
+            return;
+        };
+        let hdr = frame.hdr;
+        let policy = Policy::get();
+        // Refuse what no ULP answer can fix before the ULP sees it (siw does the same).
+        let refuse_crc = hdr.crc() && policy.crc_strict && !policy.crc_required;
+        let Ok(pd_all) = raw_pd(&reader) else {
+            self.close_locked(g, None);
+            return;
+        };
+        let action = mpa::responder_decide(&g.cfg, &hdr, &pd_all);
+        let reject = match action {
+            ResponderAction::Close(_) => {
+                self.close_locked(g, None);
+                return;
+            }
+            ResponderAction::Reject { flags, rev, enhanced, .. } => Some((flags, rev, enhanced)),
+            ResponderAction::Accept { flags, rev, .. } if refuse_crc => {
+                Some((flags | mpa::FLAG_R, rev, None))
+            }
+            ResponderAction::Accept { .. } => None,
+        };
+        if let Some((flags, rev, enh)) = reject {
+            if let Some(sock) = g.sock.clone() {
+                let _ = send_frame(&sock, FrameKind::Reply, flags, rev, enh.as_ref(), &[]);
+            }
+            self.close_locked(g, None);
+            return;
+        }
+        let Some(listener) = g.listener.take() else {
+            self.close_locked(g, None);
+            return;
+        };
+        // The ULP sees the initiator's IRD and ORD (MPA-10), as `siw` reports them.
+        let (ird, ord) = match frame.enhanced {
+            Some(e) => (
+                u32::from(e.ird).min(limits::MAX_ORD),
+                u32::from(e.ord).min(limits::MAX_IRD),
+            ),
+            None => (limits::MAX_ORD, limits::MAX_IRD),
+        };
+        // Our reject carries what we could offer: IRD at least its ORD, ORD at most its IRD.
+        g.ird = ord;
+        g.ord = ird;
+        let ulp_pd = frame.ulp_pd;
+        let pd = ulp_pd.get(..ulp_pd.len().min(MAX_PRIVATE_DATA)).unwrap_or(&[]);
+        let sock = g.sock.clone();
+        let (local, remote) = addrs(sock.as_deref());
+        g.req_hdr = Some(hdr);
+        g.req_pd = pd_all;
+        g.state = State::RecvdRequest;
+        let r = listener.id.event(&Event {
+            kind: EventKind::ConnectRequest,
+            status: None,
+            local,
+            remote,
+            private_data: pd,
+            provider_token: self.token,
+            ird: ev_u8(ird),
+            ord: ev_u8(ord),
+        });
+        if r.is_err() {
+            self.close_locked(g, None);
+        }
+    }
+
+    /// Active: a complete Reply arrived.
+    fn got_reply(self: &Arc<Self>, g: &mut Inner) {
+        g.timer = None;
+        let Some(reader) = g.reader.take() else {
+            return;
+        };
+        let Some(Ok(frame)) = reader.frame() else {
+            self.fail_connect(g, EPROTO);
+            return;
+        };
+        let hdr = frame.hdr;
+        let policy = Policy::get();
+        let Ok(pd_all) = raw_pd(&reader) else {
+            self.fail_connect(g, ENOMEM);
+            return;
+        };
+        let action = mpa::initiator_decide(&g.cfg, &hdr, &pd_all);
+        let ulp_pd = frame.ulp_pd;
+        let pd = ulp_pd.get(..ulp_pd.len().min(MAX_PRIVATE_DATA)).unwrap_or(&[]);
+        match action {
+            InitiatorAction::Rejected { peer_ird, peer_ord } => {
+                // The responder's values, as the ULP must see them (MPA-06).
+                g.ird = peer_ird.map_or(0, u32::from);
+                g.ord = peer_ord.map_or(0, u32::from);
+                self.report_connect(g, Some(ECONNREFUSED), pd);
+                self.close_locked(g, None);
+            }
+            InitiatorAction::Close(e) => {
+                pr_debug!("rsiw: cm: bad MPA Reply: {:?}\n", e);
+                self.fail_connect(g, EPROTO);
+            }
+            InitiatorAction::Terminate(code) => {
+                // TODO: send the Terminate as an FPDU once the data path can (MPA-11/15).
+                pr_debug!("rsiw: cm: MPA Reply refused: {:?}\n", code);
+                self.fail_connect(g, ECONNREFUSED);
+            }
+            InitiatorAction::Established(p) => {
+                if policy.crc_strict && !policy.crc_required && hdr.crc() {
+                    self.fail_connect(g, ECONNREFUSED);
+                    return;
+                }
+                g.ird = u32::from(p.ird);
+                g.ord = u32::from(p.ord);
+                let cp = ConnParams {
+                    rev: p.rev,
+                    crc: p.crc,
+                    ird: g.ird,
+                    ord: g.ord,
+                    initiator: true,
+                    rtr: p.rtr_send,
+                };
+                if let Err(e) = self.go_rts(g, cp) {
+                    self.fail_connect(g, e);
+                    return;
+                }
+                // With peer-to-peer the data path sends the RTR first (Conn::start), before
+                // anything the ULP posts after this event (MPA-16).
+                if let Some(c) = g.conn.clone() {
+                    Conn::start(&c);
+                }
+                self.report_connect(g, None, pd);
+            }
+        }
+    }
+
+    /// Binds the data path to the QP and moves the QP to RTS (both sides).
+    fn go_rts(self: &Arc<Self>, g: &mut Inner, p: ConnParams) -> Result {
+        let (Some(qp), Some(sock)) = (g.qp.clone(), g.sock.clone()) else {
+            return Err(ENOTCONN);
+        };
+        RsiwQp::cm_establish(&qp, p.ird, p.ord)?;
+        let conn = match Conn::new(qp.clone(), sock, self.clone(), p) {
+            Ok(c) => c,
+            Err(e) => {
+                RsiwQp::set_error(&qp);
+                return Err(e);
+            }
+        };
+        g.conn = Some(conn.clone());
+        self.fast.lock().conn = Some(conn);
+        g.state = State::Rdma;
+        Ok(())
+    }
+
+    /// Reports the outcome of `iw_connect` (active).
+    fn report_connect(&self, g: &mut Inner, status: Option<Error>, pd: &[u8]) {
+        let Some(id) = g.id.clone() else {
+            return;
+        };
+        let (local, remote) = addrs(g.sock.as_deref());
+        let _ = id.event(&Event {
+            kind: EventKind::ConnectReply,
+            status,
+            local,
+            remote,
+            private_data: pd,
+            provider_token: 0,
+            ird: ev_u8(g.ird),
+            ord: ev_u8(g.ord),
+        });
+        if status.is_some() {
+            // The iw_cm expects nothing more for this connection.
+            g.id = None;
+        }
+    }
+
+    /// Active: the connection attempt failed with `e` before it was established.
+    fn fail_connect(self: &Arc<Self>, g: &mut Inner, e: Error) {
+        self.report_connect(g, Some(e), &[]);
+        self.close_locked(g, None);
+    }
+
+    /// Passive: the connection is established (after the Reply, or the RTR in peer-to-peer
+    /// mode).
+    fn established(self: &Arc<Self>, g: &mut Inner) {
+        g.state = State::Rdma;
+        if let Some(id) = g.id.clone() {
+            let (local, remote) = addrs(g.sock.as_deref());
+            let _ = id.event(&Event {
+                kind: EventKind::Established,
+                status: None,
+                local,
+                remote,
+                private_data: &[],
+                provider_token: 0,
+                ird: ev_u8(g.ird),
+                ord: ev_u8(g.ord),
+            });
+        }
+    }
+
+    /// The MPA timer fired.
+    fn timeout(self: &Arc<Self>, g: &mut Inner) {
+        g.timer = None;
+        match g.state {
+            State::Connecting | State::AwaitReply => self.fail_connect(g, ETIMEDOUT),
+            State::AwaitRequest => self.close_locked(g, None),
+            _ => {}
+        }
+    }
+
+    /// Looks at the socket after a state change or error: a failed connect, or the peer
+    /// closed or reset the connection.
+    fn check_socket(self: &Arc<Self>, g: &mut Inner) {
+        let Some(sock) = g.sock.clone() else {
+            return;
+        };
+        let st = sock.state();
+        let err = sock.error();
+        let gone = st == TcpState::CLOSE || st == TcpState::CLOSE_WAIT || err != 0;
+        if !gone {
+            return;
+        }
+        match g.state {
+            State::Connecting | State::AwaitReply => {
+                let e = if err != 0 {
+                    Error::from_errno(err)
+                } else {
+                    ECONNRESET
+                };
+                self.fail_connect(g, e);
+            }
+            // The ULP answers with accept or reject, which then fails.
+            State::RecvdRequest => {}
+            State::AwaitRequest => self.close_locked(g, None),
+            State::AwaitRtr | State::Rdma => {
+                // The peer closed (FIN) or reset: the iw_cm moves to CLOSING, then CLOSED.
+                if let Some(id) = g.id.clone() {
+                    let _ = id.event(&Event::new(EventKind::Disconnect));
+                }
+                self.close_locked(g, Some(EventKind::Close));
+            }
+            State::Closed => {}
+        }
+    }
+
+    /// The QP asked to close the connection (QP to CLOSING, ERROR or TERMINATE, or destroyed).
+    fn local_close(self: &Arc<Self>, g: &mut Inner, abortive: bool) {
+        let _ = abortive;
+        match g.state {
+            State::Rdma | State::AwaitRtr => self.close_locked(g, Some(EventKind::Close)),
+            State::Connecting | State::AwaitReply => self.fail_connect(g, ECONNABORTED),
+            _ => self.close_locked(g, None),
+        }
+    }
+
+    /// Tears the endpoint down: reports `last` (if any) to the connection's iw_cm id, stops
+    /// the data path, moves the QP to ERROR, releases the socket and every reference.
+    fn close_locked(self: &Arc<Self>, g: &mut Inner, last: Option<EventKind>) {
+        if g.state == State::Closed {
+            return;
+        }
+        g.state = State::Closed;
+        g.timer = None;
+        let conn = self.fast.lock().conn.take();
+        let sock = g.sock.take();
+        // No callback runs after this; the attachment's reference to `self` is dropped.
+        if let Some(s) = &sock {
+            s.detach();
+        }
+        if let Some(c) = conn.or_else(|| g.conn.take()) {
+            c.stop();
+        }
+        g.conn = None;
+        if let Some(qp) = g.qp.take() {
+            self.qpn.store(0, Relaxed);
+            RsiwQp::cm_disconnected(&qp);
+        }
+        if let (Some(kind), Some(id)) = (last, g.id.as_ref()) {
+            let _ = id.event(&Event::new(kind));
+        }
+        g.id = None;
+        g.listener = None;
+        g.reader = None;
+        g.req_pd = KVec::new();
+        // Releasing the socket sends a FIN, or a RST if unread data is left.
+        drop(sock);
+        drop(self.cm.unregister_cep(self));
+    }
+
+    /// Closes the endpoint, from outside its work item.
+    fn teardown(self: &Arc<Self>, last: Option<EventKind>) {
+        let mut g = self.inner.lock();
+        self.close_locked(&mut g, last);
+    }
+}
+
+/// Returns the whole private data (enhanced data included) of the complete frame in `reader`,
+/// as the wire core's decisions take it.
+fn raw_pd(reader: &FrameReader) -> Result<KVec<u8>> {
+    let mut v = KVec::new();
+    if let Some(Ok(f)) = reader.frame() {
+        if let Some(e) = f.enhanced {
+            v.extend_from_slice(&e.encode(), GFP_KERNEL)?;
+        }
+        v.extend_from_slice(f.ulp_pd, GFP_KERNEL)?;
+    }
+    Ok(v)
+}
+
+/// Returns the local and remote address of `sock`, if connected.
+fn addrs(sock: Option<&TcpSocket>) -> (Option<SocketAddr>, Option<SocketAddr>) {
+    match sock {
+        Some(s) => (s.local_addr().ok(), s.peer_addr().ok()),
+        None => (None, None),
+    }
+}
+
+/// Encodes and sends an MPA frame. Process context.
+fn send_frame(
+    sock: &TcpSocket,
+    kind: FrameKind,
+    flags: u8,
+    rev: u8,
+    enh: Option<&mpa::Enhanced>,
+    pd: &[u8],
+) -> Result {
+    let mut buf = KVec::from_elem(0u8, mpa::MAX_FRAME, GFP_KERNEL)?;
+    let n = mpa::encode_frame(kind, flags, rev, enh, pd, &mut buf).map_err(|_| EINVAL)?;
+    let frame = buf.get(..n).ok_or(EINVAL)?;
+    let mut off = 0usize;
+    while off < frame.len() {
+        let rest = frame.get(off..).ok_or(EINVAL)?;
+        let sent = sock.send(&[rest], SendFlags::NOSIGNAL)?;
+        if sent == 0 {
+            return Err(EPIPE);
+        }
+        off += sent;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The iw_cm operations.
+
+/// `iw_connect`: connects to `id`'s remote address with the QP `param.qpn()` and sends the MPA
+/// Request; the outcome is reported with `ConnectReply`.
+pub(crate) fn connect(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>) -> Result {
+    let cm = &dev.cm.cm;
+    let policy = Policy::get();
+    let (ird, ord) = (param.ird(), param.ord());
+    if ird > limits::MAX_IRD || ord > limits::MAX_ORD {
+        return Err(ENOMEM);
+    }
+    let pd = param.private_data();
+    let mut cfg = policy.local_config(ird, ord);
+    let max_pd = if cfg.max_rev >= 2 {
+        mpa::MAX_ULP_PD_ENHANCED
+    } else {
+        mpa::MAX_PD
+    };
+    if pd.len() > max_pd.min(MAX_PRIVATE_DATA) {
+        return Err(EINVAL);
+    }
+    if cfg.p2p && cfg.ord == 0 && cfg.rtr.read && !cfg.rtr.write {
+        // A Read RTR needs one ORD slot.
+        cfg.ord = 1;
+    }
+    let qp = dev.qp_by_num(param.qpn()).ok_or(EINVAL)?;
+    if !matches!(qp.state(), QpState::Idle | QpState::Rtr) {
+        return Err(EINVAL);
+    }
+    if cm.cep_by_qpn(param.qpn()).is_some() {
+        return Err(EBUSY);
+    }
+    let laddr = id.mapped_local_addr()?;
+    let raddr = id.mapped_remote_addr()?;
+    let s = new_socket(&raddr)?;
+    s.set_reuseaddr();
+    if matches!(raddr, SocketAddr::V6(_)) && id.afonly() {
+        s.set_v6only()?;
+    }
+    s.set_nodelay();
+    s.bind(&laddr)?;
+    let cep = Cep::alloc(cm, true, 0, cfg)?;
+    let sock = Arc::new(s, GFP_KERNEL)?;
+    let reader = KBox::new(FrameReader::new(FrameKind::Reply), GFP_KERNEL)?;
+    let mut req_pd = KVec::new();
+    req_pd.extend_from_slice(pd, GFP_KERNEL)?;
+    cm.register_cep(&cep)?;
+    let mut g = cep.inner.lock();
+    g.id = Some(ARef::from(id));
+    cep.qpn.store(param.qpn(), Relaxed);
+    g.qp = Some(qp);
+    g.reader = Some(reader);
+    g.req_pd = req_pd;
+    g.sock = Some(sock.clone());
+    let r = sock.attach(cep.clone()).and_then(|()| sock.connect(&raddr));
+    match r {
+        Ok(c) => {
+            cep.arm_timer(&mut g, REPLY_TIMEOUT);
+            if c == Connect::Done {
+                cep.connected(&mut g);
+            }
+            Ok(())
+        }
+        Err(e) => {
+            // Synchronous failure: the iw_cm gets the error from this call, not an event.
+            g.id = None;
+            cep.close_locked(&mut g, None);
+            Err(e)
+        }
+    }
+}
+
+/// Finds the passive endpoint behind the iw_cm id of a connection request.
+fn passive_cep(dev: &Device<RsiwDevice>, id: &CmId) -> Result<Arc<Cep>> {
+    dev.cm.cm.cep_by_token(id.provider_token()).ok_or(ECONNRESET)
+}
+
+/// `iw_accept`: binds the QP `param.qpn()`, sends the MPA Reply and moves the QP to RTS;
+/// reports `Established` (after the peer's RTR in peer-to-peer mode).
+pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>) -> Result {
+    let cep = passive_cep(dev, id)?;
+    let mut g = cep.inner.lock();
+    if g.state != State::RecvdRequest {
+        return Err(ECONNRESET);
+    }
+    let (ird, ord) = (param.ird(), param.ord());
+    let fail = |cep: &Arc<Cep>, g: &mut Inner, e: Error| {
+        cep.close_locked(g, None);
+        Err(e)
+    };
+    if ird > limits::MAX_IRD || ord > limits::MAX_ORD {
+        return fail(&cep, &mut g, EINVAL);
+    }
+    let Some(qp) = dev.qp_by_num(param.qpn()) else {
+        return fail(&cep, &mut g, EINVAL);
+    };
+    let Some(hdr) = g.req_hdr else {
+        return fail(&cep, &mut g, EINVAL);
+    };
+    let policy = Policy::get();
+    let cfg = policy.local_config(ird, ord);
+    let pd = param.private_data();
+    let max_pd = if hdr.enhanced() && cfg.max_rev >= 2 {
+        mpa::MAX_ULP_PD_ENHANCED
+    } else {
+        mpa::MAX_PD
+    };
+    if pd.len() > max_pd {
+        return fail(&cep, &mut g, EINVAL);
+    }
+    let action = mpa::responder_decide(&cfg, &hdr, &g.req_pd);
+    let (flags, rev, enh, p) = match action {
+        ResponderAction::Accept {
+            flags,
+            rev,
+            enhanced,
+            params,
+        } => (flags, rev, enhanced, params),
+        ResponderAction::Reject {
+            flags,
+            rev,
+            enhanced,
+            ..
+        } => {
+            if let Some(s) = g.sock.clone() {
+                let _ = send_frame(&s, FrameKind::Reply, flags, rev, enhanced.as_ref(), &[]);
+            }
+            return fail(&cep, &mut g, EINVAL);
+        }
+        ResponderAction::Close(_) => return fail(&cep, &mut g, EINVAL),
+    };
+    g.id = Some(ARef::from(id));
+    cep.qpn.store(param.qpn(), Relaxed);
+    g.qp = Some(qp);
+    g.ird = u32::from(p.ird);
+    g.ord = u32::from(p.ord);
+    let cp = ConnParams {
+        rev: p.rev,
+        crc: p.crc,
+        ird: g.ird,
+        ord: g.ord,
+        initiator: false,
+        rtr: None,
+    };
+    // The data path must be in place before the Reply goes out: the initiator's first FPDU
+    // can follow it immediately.
+    if let Err(e) = cep.go_rts(&mut g, cp) {
+        g.id = None;
+        return fail(&cep, &mut g, e);
+    }
+    let sock = g.sock.clone();
+    let sent = match &sock {
+        Some(s) => send_frame(s, FrameKind::Reply, flags, rev, enh.as_ref(), pd),
+        None => Err(ECONNRESET),
+    };
+    if let Err(e) = sent {
+        g.id = None;
+        return fail(&cep, &mut g, e);
+    }
+    if p.p2p {
+        // Established once the initiator's RTR arrives (MPA-16).
+        g.state = State::AwaitRtr;
+    } else {
+        cep.established(&mut g);
+    }
+    if let Some(c) = g.conn.clone() {
+        Conn::start(&c);
+    }
+    Ok(())
+}
+
+/// `iw_reject`: sends an MPA Reply with R=1 and `pdata`, then closes.
+pub(crate) fn reject(dev: &Device<RsiwDevice>, id: &CmId, pdata: &[u8]) -> Result {
+    let cep = passive_cep(dev, id)?;
+    let mut g = cep.inner.lock();
+    if g.state != State::RecvdRequest {
+        cep.close_locked(&mut g, None);
+        return Err(ECONNRESET);
+    }
+    if let (Some(hdr), Some(s)) = (g.req_hdr, g.sock.clone()) {
+        let policy = Policy::get();
+        let rev = hdr.rev.min(policy.mpa_rev);
+        let crc = if hdr.crc() || policy.crc_required {
+            mpa::FLAG_C
+        } else {
+            0
+        };
+        // An enhanced request gets an enhanced reject with our IRD/ORD (MPA-06).
+        let enh = (hdr.enhanced() && rev >= 2).then(|| mpa::Enhanced {
+            ird: g.ird.min(u32::from(mpa::IRD_ORD_MAX)) as u16,
+            ord: g.ord.min(u32::from(mpa::IRD_ORD_MAX)) as u16,
+            p2p: false,
+            rtr: RtrSet::NONE,
+        });
+        let max = if enh.is_some() {
+            mpa::MAX_ULP_PD_ENHANCED
+        } else {
+            mpa::MAX_PD
+        };
+        let pd = pdata.get(..pdata.len().min(max)).unwrap_or(&[]);
+        let _ = send_frame(&s, FrameKind::Reply, crc | mpa::FLAG_R, rev, enh.as_ref(), pd);
+    }
+    cep.close_locked(&mut g, None);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hooks for the QP.
+
+/// The QP `qp` leaves RTS (to CLOSING, TERMINATE or ERROR) or is being destroyed: closes its
+/// connection, if any. Process context.
+pub(crate) fn qp_drop_conn(qp: &Qp<RsiwDevice>, abortive: bool) {
+    if let Some(cep) = qp.device().cm.cm.cep_by_qpn(qp.qp_num()) {
+        cep.disconnect(abortive);
+    }
+}
+
+/// Returns the type of the RTR an initiator sends, for messages.
+#[allow(dead_code)]
+fn rtr_name(k: RtrKind) -> &'static str {
+    match k {
+        RtrKind::Send => "send",
+        RtrKind::Write => "write",
+        RtrKind::Read => "read",
+    }
+}
