@@ -235,6 +235,11 @@ pub(crate) struct Conn {
     pub(crate) stopped: AtomicBool,
     /// TX stopped on a full socket and waits for `write_space`.
     pub(crate) tx_blocked: AtomicBool,
+    /// We are the responder: the first FPDU received is the peer's RTR in peer-to-peer mode,
+    /// which the connection manager waits for.
+    pub(crate) responder: bool,
+    /// RX saw the first FPDU (responder); the work item tells the connection manager.
+    pub(crate) rtr_seen: AtomicBool,
     /// Work items queued or running.
     pub(crate) busy: AtomicU32,
     /// The TX engine.
@@ -279,6 +284,16 @@ impl Conn {
     ) -> Result<Arc<Conn>> {
         let pd = qp_pd(&qp)?;
         let qpn = qp.qp_num();
+        pr_debug!(
+            "rsiw: QP {}: data path: rev {} crc {} ird {} ord {} initiator {} rtr {:?}\n",
+            qpn,
+            p.rev,
+            p.crc,
+            p.ird,
+            p.ord,
+            p.initiator,
+            p.rtr
+        );
         let ord = p.ord.min(ORQ_SIZE as u32);
         let ird = p.ird.min(limits::MAX_IRD);
         let shared = Shared {
@@ -312,6 +327,8 @@ impl Conn {
                 crc32c: KernelCrc32c,
                 stopped: AtomicBool::new(false),
                 tx_blocked: AtomicBool::new(false),
+                responder: !p.initiator,
+                rtr_seen: AtomicBool::new(false),
                 busy: AtomicU32::new(0),
                 tx <- new_mutex!(tx, "rsiw_conn_tx"),
                 rx <- new_spinlock_irq!(rx, "rsiw_conn_rx"),
@@ -321,7 +338,6 @@ impl Conn {
             GFP_KERNEL,
         )?;
         let _ = p.rev;
-        let _ = p.initiator;
         RsiwQp::attach_conn(&qp, conn.clone());
         Ok(conn)
     }
@@ -348,7 +364,7 @@ impl Conn {
             return;
         }
         this.busy.fetch_add(1, AcqRel);
-        if workqueue::system().enqueue(Arc::from(this)).is_err() {
+        if workqueue::system_highpri().enqueue(Arc::from(this)).is_err() {
             // Already queued; it will see the new work.
             this.busy.fetch_sub(1, AcqRel);
         }
@@ -457,6 +473,16 @@ impl Conn {
         }
         tx.dead = true;
         let term = self.shared.lock().term.take();
+        match &term {
+            Some(t) => pr_info!(
+                "rsiw: QP {}: terminating: layer {} type {} code {:#x}\n",
+                self.qpn,
+                t.code.layer,
+                t.code.etype,
+                t.code.ecode
+            ),
+            None => pr_info!("rsiw: QP {}: connection failed\n", self.qpn),
+        }
         if let Some(t) = term {
             tx.send_terminate(self, sock, t);
         }

@@ -65,6 +65,7 @@ use crate::{
         NUM_SGE, //
     },
 };
+use core::sync::atomic::Ordering::Release;
 use kernel::{
     net::tcp::SkbData,
     prelude::*,
@@ -106,13 +107,15 @@ pub(crate) struct RxState {
     rqe: Option<CurRqe>,
     buf: KVec<u8>,
     failed: bool,
+    /// The first segment ended.
+    first_done: bool,
     /// Set by [`Conn::stop`]: nothing is processed any more.
     pub(crate) stopped: bool,
 }
 
 /// What to do after the RX lock is released.
 struct Outbox {
-    sq: [(u64, u8, u32); OUTBOX],
+    sq: [(u64, u8, u16, u32); OUTBOX],
     nsq: usize,
     rq: [Option<Completion>; OUTBOX],
     nrq: usize,
@@ -143,6 +146,7 @@ impl RxState {
             rqe: None,
             buf,
             failed: false,
+            first_done: false,
             stopped: false,
         })
     }
@@ -306,6 +310,15 @@ impl RxState {
             return Ok(());
         };
         self.target = Target::None;
+        if !self.first_done {
+            self.first_done = true;
+            if conn.responder {
+                // Peer-to-peer: the initiator's RTR (or its first message otherwise, which
+                // the connection manager ignores).
+                conn.rtr_seen.store(true, Release);
+                out.kick = true;
+            }
+        }
         match seg.hdr.opcode {
             Opcode::ReadResponse if seg.hdr.last => {
                 let mut sh = conn.shared.lock();
@@ -313,9 +326,19 @@ impl RxState {
                     let Some(w) = sh.orq.pop() else {
                         break;
                     };
-                    if let (Some(id), true) = (w.id, w.signalled) {
+                    let mut st = status::SUCCESS;
+                    if w.opcode == op::READ_LOCAL_INV
+                        && qp
+                            .device()
+                            .mem()
+                            .invalidate(conn.pd, w.sink.lkey, false)
+                            .is_err()
+                    {
+                        st = status::LOC_QP_OP_ERR;
+                    }
+                    if let (Some(id), true) = (w.id, w.signalled || st != status::SUCCESS) {
                         if out.nsq < OUTBOX {
-                            out.sq[out.nsq] = (id, w.opcode, w.len);
+                            out.sq[out.nsq] = (id, w.opcode, st, w.len);
                             out.nsq += 1;
                         }
                     }
@@ -496,7 +519,7 @@ fn push_rq(out: &mut Outbox, c: Completion) {
 /// bytes were consumed; `tcp_read_sock()` calls again for the rest. Atomic context.
 pub(crate) fn rx_chunk(conn: ArcBorrow<'_, Conn>, qp: &Qp<RsiwDevice>, skb: &SkbData<'_>) -> usize {
     let mut out = Outbox {
-        sq: [(0, 0, 0); OUTBOX],
+        sq: [(0, 0, 0, 0); OUTBOX],
         nsq: 0,
         rq: [None; OUTBOX],
         nrq: 0,
@@ -523,8 +546,8 @@ pub(crate) fn rx_chunk(conn: ArcBorrow<'_, Conn>, qp: &Qp<RsiwDevice>, skb: &Skb
             }
         }
     };
-    for &(id, opcode, bytes) in out.sq.iter().take(out.nsq) {
-        RsiwQp::complete_sq(qp, id, opcode, status::SUCCESS, bytes);
+    for &(id, opcode, st, bytes) in out.sq.iter().take(out.nsq) {
+        RsiwQp::complete_sq(qp, id, opcode, st, bytes);
     }
     for c in out.rq.iter().take(out.nrq).flatten() {
         RsiwQp::complete_rq(qp, c);

@@ -23,7 +23,10 @@ use crate::{
         OrqWr, //
     },
     device::RsiwDevice,
-    mem::Placement,
+    mem::{
+        Placement,
+        RegMr, //
+    },
     qp::{
         QpState,
         RsiwQp, //
@@ -66,6 +69,7 @@ use crate::{
     },
 };
 use core::sync::atomic::Ordering::{
+    AcqRel,
     Acquire,
     Release, //
 };
@@ -405,11 +409,17 @@ impl TxState {
                     }
                 }
                 op::REG_MR => {
-                    // Fast registration is not there yet.
-                    return Err(Fatal {
-                        wr: Some((sqe.id, sqe.opcode, status::LOC_QP_OP_ERR)),
-                        term: None,
-                    });
+                    // Fast registration, a local operation completed in send queue order.
+                    let r = RegMr::from_sqe(&sqe);
+                    if qp.device().mem().reg_mr(conn.pd, &r).is_err() {
+                        return Err(Fatal {
+                            wr: Some((sqe.id, sqe.opcode, status::LOC_QP_OP_ERR)),
+                            term: None,
+                        });
+                    }
+                    if sqe.flags & flags::SIGNALLED != 0 {
+                        RsiwQp::complete_sq(qp, sqe.id, sqe.opcode, status::SUCCESS, 0);
+                    }
                 }
                 _ => break sqe,
             }
@@ -666,6 +676,11 @@ impl Conn {
         if self.shared.lock().fatal {
             self.fatal(&qp, &mut tx, &sock);
             return;
+        }
+        if self.rtr_seen.swap(false, AcqRel) {
+            if let Some(cep) = self.cep() {
+                cep.rtr_received();
+            }
         }
         match qp.state() {
             QpState::Error => {
