@@ -1,0 +1,819 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rsiw_kverbs - an in-kernel verbs consumer that tests an RDMA device the way
+ * a ULP uses it: through ib_core (ib_alloc_pd, ib_alloc_cq, ib_create_qp,
+ * ib_post_send, ib_drain_qp, ...), never through the driver directly.
+ *
+ * At load it finds the device named by "dev" (an ib_client, as ULPs do), then
+ *  - creates and destroys every object type "cycles" times (PD with its DMA
+ *    MR, CQ, RC QP, SRQ, fast-registration MR);
+ *  - tries each invalid argument and checks its errno (and bad_wr for posts);
+ *  - checks that work requests posted to a QP in ERROR complete with
+ *    IB_WC_WR_FLUSH_ERR in order, that ib_drain_qp() returns, and that a CQ
+ *    overflow raises IB_EVENT_CQ_ERR.
+ * It prints one line per check ("PASS name: ...", "FAIL name: ...",
+ * "SKIP name: ...") and a summary line
+ *   "rsiw_kverbs: summary: N passed, N failed, N skipped"
+ * and the module init fails with -EIO if any check failed, so
+ * "modprobe rsiw_kverbs" is the test. tests/vm/cases/kernel-verbs.sh runs it.
+ *
+ * It is C because it is a consumer of the C verbs API (ib_core has no Rust
+ * consumer bindings yet); it tests the Rust driver from the outside.
+ *
+ * Parameters:
+ *   dev=NAME     the RDMA device (default rsiw0)
+ *   cycles=N     create/destroy cycles per object type (default 10000)
+ *   mr_limit_errno=N  the errno expected for ib_alloc_mr above the page list
+ *                limit (default EINVAL; the C siw answers ENOMEM)
+ *   strict_lkey=1  a bad lkey accepted at post time fails instead of
+ *                skipping (the C siw checks lkeys only when it processes a WR)
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/completion.h>
+#include <linux/ktime.h>
+#include <linux/module.h>
+#include <linux/sched.h>
+#include <rdma/ib_verbs.h>
+
+static char *dev = "rsiw0";
+module_param(dev, charp, 0444);
+MODULE_PARM_DESC(dev, "RDMA device to test (default rsiw0)");
+
+static unsigned int cycles = 10000;
+module_param(cycles, uint, 0444);
+MODULE_PARM_DESC(cycles, "create/destroy cycles per object type (default 10000)");
+
+static int mr_limit_errno = EINVAL;
+module_param(mr_limit_errno, int, 0444);
+MODULE_PARM_DESC(mr_limit_errno,
+		 "errno expected for ib_alloc_mr above max_fast_reg_page_list_len (default EINVAL; C siw: ENOMEM)");
+
+static bool strict_lkey;
+module_param(strict_lkey, bool, 0444);
+MODULE_PARM_DESC(strict_lkey, "fail instead of skip when a bad lkey is accepted at post time");
+
+struct kv {
+	struct ib_device *ibdev;
+	unsigned int pass, fail, skip;
+};
+
+static __printf(3, 4) void kv_pass(struct kv *t, const char *name, const char *fmt, ...)
+{
+	struct va_format vaf;
+	va_list args;
+
+	va_start(args, fmt);
+	vaf.fmt = fmt;
+	vaf.va = &args;
+	pr_info("PASS %s: %pV\n", name, &vaf);
+	va_end(args);
+	t->pass++;
+}
+
+static __printf(3, 4) void kv_fail(struct kv *t, const char *name, const char *fmt, ...)
+{
+	struct va_format vaf;
+	va_list args;
+
+	va_start(args, fmt);
+	vaf.fmt = fmt;
+	vaf.va = &args;
+	pr_info("FAIL %s: %pV\n", name, &vaf);
+	va_end(args);
+	t->fail++;
+}
+
+static __printf(3, 4) void kv_skip(struct kv *t, const char *name, const char *fmt, ...)
+{
+	struct va_format vaf;
+	va_list args;
+
+	va_start(args, fmt);
+	vaf.fmt = fmt;
+	vaf.va = &args;
+	pr_info("SKIP %s: %pV\n", name, &vaf);
+	va_end(args);
+	t->skip++;
+}
+
+/* Checks that a creation failed with @want (@got: its errno, 0 on success). */
+static void expect_errno(struct kv *t, const char *name, long got, int want)
+{
+	if (!got)
+		kv_fail(t, name, "succeeded, expected %d", want);
+	else if (got != want)
+		kv_fail(t, name, "got %ld, expected %d", got, want);
+	else
+		kv_pass(t, name, "%d", want);
+}
+
+/* Checks that @ptr is ERR_PTR(@want); frees what was created by mistake. */
+#define EXPECT_ERR_PTR(t, name, ptr, want, freefn)			\
+	do {								\
+		typeof(ptr) __p = (ptr);				\
+									\
+		if (!IS_ERR(__p))					\
+			freefn(__p);					\
+		expect_errno(t, name, IS_ERR(__p) ? PTR_ERR(__p) : 0, want); \
+	} while (0)
+
+static unsigned long ms_since(ktime_t t0)
+{
+	return (unsigned long)ktime_ms_delta(ktime_get(), t0);
+}
+
+/* --- object cycles ------------------------------------------------------ */
+
+static void cycle_pd(struct kv *t)
+{
+	bool dma = !(t->ibdev->attrs.kernel_cap_flags & IBK_LOCAL_DMA_LKEY);
+	unsigned int i, with_mr = 0;
+	ktime_t t0 = ktime_get();
+
+	for (i = 0; i < cycles; i++) {
+		struct ib_pd *pd = ib_alloc_pd(t->ibdev, 0);
+
+		if (IS_ERR(pd)) {
+			kv_fail(t, "cycle_pd", "ib_alloc_pd #%u: %ld", i, PTR_ERR(pd));
+			return;
+		}
+		/* Without IBK_LOCAL_DMA_LKEY, ib_core takes a DMA MR (get_dma_mr). */
+		if (pd->__internal_mr && pd->local_dma_lkey == pd->__internal_mr->lkey)
+			with_mr++;
+		ib_dealloc_pd(pd);
+		cond_resched();
+	}
+	kv_pass(t, "cycle_pd", "%u x ib_alloc_pd/ib_dealloc_pd in %lu ms", cycles, ms_since(t0));
+	if (!dma)
+		kv_skip(t, "cycle_dma_mr", "device has a local DMA lkey: no get_dma_mr per PD");
+	else if (with_mr == cycles)
+		kv_pass(t, "cycle_dma_mr", "%u x get_dma_mr/dereg_mr (the PD's local_dma_lkey)",
+			with_mr);
+	else
+		kv_fail(t, "cycle_dma_mr", "only %u of %u PDs had a DMA MR", with_mr, cycles);
+
+	/* The remote-access DMA MR of IB_PD_UNSAFE_GLOBAL_RKEY (once: it warns). */
+	{
+		struct ib_pd *pd = ib_alloc_pd(t->ibdev, IB_PD_UNSAFE_GLOBAL_RKEY);
+
+		if (IS_ERR(pd)) {
+			kv_fail(t, "pd_global_rkey", "ib_alloc_pd: %ld", PTR_ERR(pd));
+		} else {
+			if (pd->__internal_mr && pd->unsafe_global_rkey == pd->__internal_mr->rkey)
+				kv_pass(t, "pd_global_rkey", "get_dma_mr with remote access");
+			else
+				kv_fail(t, "pd_global_rkey", "no global rkey");
+			ib_dealloc_pd(pd);
+		}
+	}
+}
+
+static void cycle_cq(struct kv *t)
+{
+	ktime_t t0 = ktime_get();
+	unsigned int i;
+
+	for (i = 0; i < cycles; i++) {
+		struct ib_cq *cq = ib_alloc_cq(t->ibdev, NULL, 16, 0, IB_POLL_DIRECT);
+
+		if (IS_ERR(cq)) {
+			kv_fail(t, "cycle_cq", "ib_alloc_cq #%u: %ld", i, PTR_ERR(cq));
+			return;
+		}
+		if (cq->cqe < 16) {
+			kv_fail(t, "cycle_cq", "ib_alloc_cq #%u: %d CQEs, asked for 16", i,
+				cq->cqe);
+			ib_free_cq(cq);
+			return;
+		}
+		ib_free_cq(cq);
+		cond_resched();
+	}
+	kv_pass(t, "cycle_cq", "%u x ib_alloc_cq/ib_free_cq in %lu ms", cycles, ms_since(t0));
+}
+
+static void qp_attr_init(struct ib_qp_init_attr *a, struct ib_cq *scq, struct ib_cq *rcq)
+{
+	memset(a, 0, sizeof(*a));
+	a->qp_type = IB_QPT_RC;
+	a->send_cq = scq;
+	a->recv_cq = rcq;
+	a->sq_sig_type = IB_SIGNAL_REQ_WR;
+	a->cap.max_send_wr = 16;
+	a->cap.max_recv_wr = 16;
+	a->cap.max_send_sge = 2;
+	a->cap.max_recv_sge = 2;
+}
+
+static void cycle_qp(struct kv *t, struct ib_pd *pd, struct ib_cq *scq, struct ib_cq *rcq)
+{
+	struct ib_qp_init_attr a;
+	ktime_t t0 = ktime_get();
+	unsigned int i;
+
+	for (i = 0; i < cycles; i++) {
+		struct ib_qp *qp;
+		int ret;
+
+		qp_attr_init(&a, scq, rcq);
+		qp = ib_create_qp(pd, &a);
+		if (IS_ERR(qp)) {
+			kv_fail(t, "cycle_qp", "ib_create_qp #%u: %ld", i, PTR_ERR(qp));
+			return;
+		}
+		ret = ib_destroy_qp(qp);
+		if (ret) {
+			kv_fail(t, "cycle_qp", "ib_destroy_qp #%u: %d", i, ret);
+			return;
+		}
+		cond_resched();
+	}
+	kv_pass(t, "cycle_qp", "%u x ib_create_qp(RC)/ib_destroy_qp in %lu ms", cycles,
+		ms_since(t0));
+}
+
+static void srq_attr_init(struct ib_srq_init_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->srq_type = IB_SRQT_BASIC;
+	a->attr.max_wr = 16;
+	a->attr.max_sge = 2;
+}
+
+static void cycle_srq(struct kv *t, struct ib_pd *pd)
+{
+	struct ib_srq_init_attr a;
+	ktime_t t0 = ktime_get();
+	unsigned int i;
+
+	for (i = 0; i < cycles; i++) {
+		struct ib_srq *srq;
+
+		srq_attr_init(&a);
+		srq = ib_create_srq(pd, &a);
+		if (IS_ERR(srq)) {
+			if (i == 0 && PTR_ERR(srq) == -EOPNOTSUPP) {
+				kv_skip(t, "cycle_srq", "the device has no SRQs");
+				return;
+			}
+			kv_fail(t, "cycle_srq", "ib_create_srq #%u: %ld", i, PTR_ERR(srq));
+			return;
+		}
+		ib_destroy_srq(srq);
+		cond_resched();
+	}
+	kv_pass(t, "cycle_srq", "%u x ib_create_srq/ib_destroy_srq in %lu ms", cycles,
+		ms_since(t0));
+}
+
+static void cycle_fastreg_mr(struct kv *t, struct ib_pd *pd)
+{
+	ktime_t t0 = ktime_get();
+	unsigned int i;
+
+	for (i = 0; i < cycles; i++) {
+		struct ib_mr *mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, 16);
+		int ret;
+
+		if (IS_ERR(mr)) {
+			if (i == 0 && PTR_ERR(mr) == -EOPNOTSUPP) {
+				kv_skip(t, "cycle_fastreg_mr",
+					"ib_alloc_mr: EOPNOTSUPP (no fast registration yet)");
+				return;
+			}
+			kv_fail(t, "cycle_fastreg_mr", "ib_alloc_mr #%u: %ld", i, PTR_ERR(mr));
+			return;
+		}
+		ret = ib_dereg_mr(mr);
+		if (ret) {
+			kv_fail(t, "cycle_fastreg_mr", "ib_dereg_mr #%u: %d", i, ret);
+			return;
+		}
+		cond_resched();
+	}
+	kv_pass(t, "cycle_fastreg_mr", "%u x ib_alloc_mr(MEM_REG, 16)/ib_dereg_mr in %lu ms",
+		cycles, ms_since(t0));
+}
+
+/* --- invalid arguments at creation ------------------------------------- */
+
+static void free_cq(struct ib_cq *cq)
+{
+	ib_free_cq(cq);
+}
+
+static void destroy_qp(struct ib_qp *qp)
+{
+	ib_destroy_qp(qp);
+}
+
+static void destroy_srq(struct ib_srq *srq)
+{
+	ib_destroy_srq(srq);
+}
+
+static void dereg_mr(struct ib_mr *mr)
+{
+	ib_dereg_mr(mr);
+}
+
+static void bad_create(struct kv *t, struct ib_pd *pd, struct ib_cq *scq, struct ib_cq *rcq)
+{
+	const struct ib_device_attr *da = &t->ibdev->attrs;
+	struct ib_qp_init_attr qa;
+	struct ib_srq_init_attr sa;
+	struct ib_mr *mr;
+
+	EXPECT_ERR_PTR(t, "cq_oversized",
+		       ib_alloc_cq(t->ibdev, NULL, da->max_cqe + 1, 0, IB_POLL_DIRECT),
+		       -EINVAL, free_cq);
+	/* (A 0-entry CQ never reaches the driver: ib_core WARNs and fails it.) */
+
+	qp_attr_init(&qa, scq, rcq);
+	qa.cap.max_send_wr = da->max_qp_wr + 1;
+	EXPECT_ERR_PTR(t, "qp_max_send_wr", ib_create_qp(pd, &qa), -EINVAL, destroy_qp);
+	qp_attr_init(&qa, scq, rcq);
+	qa.cap.max_recv_wr = da->max_qp_wr + 1;
+	EXPECT_ERR_PTR(t, "qp_max_recv_wr", ib_create_qp(pd, &qa), -EINVAL, destroy_qp);
+	qp_attr_init(&qa, scq, rcq);
+	qa.cap.max_send_sge = da->max_send_sge + 1;
+	EXPECT_ERR_PTR(t, "qp_max_send_sge", ib_create_qp(pd, &qa), -EINVAL, destroy_qp);
+	qp_attr_init(&qa, scq, rcq);
+	qa.cap.max_recv_sge = da->max_recv_sge + 1;
+	EXPECT_ERR_PTR(t, "qp_max_recv_sge", ib_create_qp(pd, &qa), -EINVAL, destroy_qp);
+	qp_attr_init(&qa, scq, rcq);
+	qa.cap.max_inline_data = 1U << 20;
+	EXPECT_ERR_PTR(t, "qp_max_inline_data", ib_create_qp(pd, &qa), -EINVAL, destroy_qp);
+	qp_attr_init(&qa, scq, rcq);
+	qa.qp_type = IB_QPT_UD;
+	EXPECT_ERR_PTR(t, "qp_type_ud", ib_create_qp(pd, &qa), -EOPNOTSUPP, destroy_qp);
+
+	srq_attr_init(&sa);
+	sa.attr.max_wr = da->max_srq_wr + 1;
+	EXPECT_ERR_PTR(t, "srq_max_wr", ib_create_srq(pd, &sa), -EINVAL, destroy_srq);
+	srq_attr_init(&sa);
+	sa.attr.max_sge = da->max_srq_sge + 1;
+	EXPECT_ERR_PTR(t, "srq_max_sge", ib_create_srq(pd, &sa), -EINVAL, destroy_srq);
+
+	mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, 1);
+	if (IS_ERR(mr) && PTR_ERR(mr) == -EOPNOTSUPP) {
+		kv_skip(t, "mr_max_num_sg", "ib_alloc_mr: EOPNOTSUPP (no fast registration yet)");
+	} else {
+		if (!IS_ERR(mr))
+			ib_dereg_mr(mr);
+		EXPECT_ERR_PTR(t, "mr_max_num_sg",
+			       ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG,
+					   da->max_fast_reg_page_list_len + 1),
+			       -mr_limit_errno, dereg_mr);
+	}
+}
+
+/* --- invalid work requests ---------------------------------------------- */
+
+/* Checks a post's result: @ret must be @want and @bad must be @want_bad. */
+static void expect_post(struct kv *t, const char *name, int ret, int want,
+			const void *bad, const void *want_bad)
+{
+	if (ret != want)
+		kv_fail(t, name, "got %d, expected %d", ret, want);
+	else if (bad != want_bad)
+		kv_fail(t, name, "%d, but bad_wr is %p, expected %p", ret, bad, want_bad);
+	else
+		kv_pass(t, name, "%d, bad_wr set", want);
+}
+
+/*
+ * A bad lkey must fail the post with EINVAL. A driver that checks lkeys only
+ * when it processes the WR accepts it: skip then, unless strict_lkey=1.
+ */
+static void expect_lkey(struct kv *t, const char *name, int ret, const void *bad,
+			const void *want_bad)
+{
+	if (ret == 0 && !strict_lkey)
+		kv_skip(t, name, "accepted at post time (strict_lkey=0)");
+	else
+		expect_post(t, name, ret, -EINVAL, bad, want_bad);
+}
+
+/* Drops the completions left on a CQ polled with ib_poll_cq(). */
+static void drop_completions(struct ib_cq *cq)
+{
+	struct ib_wc wc[8];
+
+	while (ib_poll_cq(cq, ARRAY_SIZE(wc), wc) > 0)
+		;
+}
+
+static struct ib_qp *new_qp(struct kv *t, const char *name, struct ib_pd *pd,
+			    struct ib_cq *scq, struct ib_cq *rcq)
+{
+	struct ib_qp_init_attr a;
+	struct ib_qp *qp;
+
+	qp_attr_init(&a, scq, rcq);
+	qp = ib_create_qp(pd, &a);
+	if (IS_ERR(qp)) {
+		kv_fail(t, name, "ib_create_qp: %ld", PTR_ERR(qp));
+		return NULL;
+	}
+	return qp;
+}
+
+static int qp_to_error(struct ib_qp *qp)
+{
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+
+	return ib_modify_qp(qp, &attr, IB_QP_STATE);
+}
+
+static void bad_posts(struct kv *t, struct ib_pd *pd, struct ib_pd *pd2, struct ib_cq *scq,
+		      struct ib_cq *rcq)
+{
+	const struct ib_recv_wr *rbad;
+	const struct ib_send_wr *sbad;
+	struct ib_recv_wr rwr[2];
+	struct ib_send_wr swr[2];
+	struct ib_sge sge[8] = {};
+	struct ib_qp *qp;
+	u32 nsge;
+	int ret;
+
+	qp = new_qp(t, "post_setup", pd, scq, rcq);
+	if (!qp)
+		return;
+	nsge = min_t(u32, qp->device->attrs.max_recv_sge, ARRAY_SIZE(sge) - 1);
+
+	/* Too many SGEs on the receive queue: the second WR of a chain is bad. */
+	memset(rwr, 0, sizeof(rwr));
+	rwr[0].wr_id = 1;
+	rwr[0].next = &rwr[1];
+	rwr[1].wr_id = 2;
+	rwr[1].sg_list = sge;
+	rwr[1].num_sge = nsge + 1;
+	rbad = NULL;
+	ret = ib_post_recv(qp, rwr, &rbad);
+	expect_post(t, "post_recv_too_many_sge", ret, -EINVAL, rbad, &rwr[1]);
+
+	/* A bad lkey and an lkey of another PD on the receive queue. */
+	memset(rwr, 0, sizeof(rwr));
+	sge[0].addr = 0;
+	sge[0].length = 64;
+	sge[0].lkey = pd->local_dma_lkey ^ 0xff;	/* same index, wrong key */
+	rwr[0].wr_id = 3;
+	rwr[0].sg_list = sge;
+	rwr[0].num_sge = 1;
+	rbad = NULL;
+	ret = ib_post_recv(qp, rwr, &rbad);
+	expect_lkey(t, "post_recv_bad_lkey", ret, rbad, &rwr[0]);
+
+	sge[0].lkey = pd2->local_dma_lkey;
+	rwr[0].wr_id = 4;
+	rbad = NULL;
+	ret = ib_post_recv(qp, rwr, &rbad);
+	expect_lkey(t, "post_recv_wrong_pd_lkey", ret, rbad, &rwr[0]);
+
+	/*
+	 * post_send validates SGEs, lkeys and opcodes only on a connected QP
+	 * (RTS); before that it must refuse with ENOTCONN, as siw does.
+	 */
+	memset(swr, 0, sizeof(swr));
+	swr[0].wr_id = 5;
+	swr[0].opcode = IB_WR_SEND;
+	swr[0].send_flags = IB_SEND_SIGNALED;
+	sbad = NULL;
+	ret = ib_post_send(qp, swr, &sbad);
+	expect_post(t, "post_send_not_connected", ret, -ENOTCONN, sbad, &swr[0]);
+	kv_skip(t, "post_send_too_many_sge", "needs a connected (RTS) QP");
+	kv_skip(t, "post_send_bad_lkey", "needs a connected (RTS) QP");
+	kv_skip(t, "post_send_wrong_pd_lkey", "needs a connected (RTS) QP");
+
+	/* In ERROR an unknown opcode is still refused, not flushed. */
+	ret = qp_to_error(qp);
+	if (ret) {
+		kv_fail(t, "post_send_unknown_opcode", "ib_modify_qp(ERR): %d", ret);
+		goto out;
+	}
+	memset(swr, 0, sizeof(swr));
+	swr[0].wr_id = 6;
+	swr[0].opcode = IB_WR_SEND;
+	swr[0].next = &swr[1];
+	swr[1].wr_id = 7;
+	swr[1].opcode = 0x7f;
+	sbad = NULL;
+	ret = ib_post_send(qp, swr, &sbad);
+	expect_post(t, "post_send_unknown_opcode", ret, -EINVAL, sbad, &swr[1]);
+out:
+	ib_destroy_qp(qp);
+	drop_completions(scq);
+	drop_completions(rcq);
+}
+
+/* --- flush, drain and overflow ------------------------------------------ */
+
+/*
+ * Polls exactly @n completions from @cq and checks that they are flushed
+ * work requests of @qp with opcode @op and wr_ids @first, @first + 1, ...
+ */
+static bool expect_flushed(struct kv *t, const char *name, struct ib_cq *cq, struct ib_qp *qp,
+			   int n, enum ib_wc_opcode op, u64 first)
+{
+	struct ib_wc wc[8];
+	int got, i;
+
+	got = ib_poll_cq(cq, ARRAY_SIZE(wc), wc);
+	if (got != n) {
+		kv_fail(t, name, "polled %d completions, expected %d", got, n);
+		return false;
+	}
+	for (i = 0; i < n; i++) {
+		if (wc[i].status != IB_WC_WR_FLUSH_ERR || wc[i].opcode != op ||
+		    wc[i].wr_id != first + i || wc[i].qp != qp) {
+			kv_fail(t, name, "wc %d: status %d opcode %d wr_id %llu qp %s", i,
+				wc[i].status, wc[i].opcode, wc[i].wr_id,
+				wc[i].qp == qp ? "ok" : "wrong");
+			return false;
+		}
+	}
+	return true;
+}
+
+static void flush_in_error(struct kv *t, struct ib_pd *pd)
+{
+	const struct ib_recv_wr *rbad;
+	const struct ib_send_wr *sbad;
+	struct ib_cq *scq, *rcq;
+	struct ib_recv_wr rwr[2];
+	struct ib_send_wr swr[2];
+	struct ib_qp *qp;
+	int ret;
+
+	scq = ib_alloc_cq(t->ibdev, NULL, 16, 0, IB_POLL_DIRECT);
+	rcq = ib_alloc_cq(t->ibdev, NULL, 16, 0, IB_POLL_DIRECT);
+	if (IS_ERR(scq) || IS_ERR(rcq)) {
+		kv_fail(t, "flush_in_error", "ib_alloc_cq failed");
+		goto out_cq;
+	}
+	qp = new_qp(t, "flush_in_error", pd, scq, rcq);
+	if (!qp)
+		goto out_cq;
+
+	/* Two receives posted before the error are flushed by it, in order. */
+	memset(rwr, 0, sizeof(rwr));
+	rwr[0].wr_id = 100;
+	rwr[0].next = &rwr[1];
+	rwr[1].wr_id = 101;
+	ret = ib_post_recv(qp, rwr, &rbad);
+	if (ret) {
+		kv_fail(t, "flush_in_error", "ib_post_recv before ERROR: %d", ret);
+		goto out_qp;
+	}
+	ret = qp_to_error(qp);
+	if (ret) {
+		kv_fail(t, "flush_in_error", "ib_modify_qp(ERR): %d", ret);
+		goto out_qp;
+	}
+	/* Work requests posted in ERROR complete as flushed. */
+	memset(swr, 0, sizeof(swr));
+	swr[0].wr_id = 200;
+	swr[0].opcode = IB_WR_SEND;
+	swr[0].send_flags = IB_SEND_SIGNALED;
+	swr[0].next = &swr[1];
+	swr[1].wr_id = 201;
+	swr[1].opcode = IB_WR_SEND;
+	swr[1].send_flags = IB_SEND_SIGNALED;
+	ret = ib_post_send(qp, swr, &sbad);
+	if (ret) {
+		kv_fail(t, "flush_in_error", "ib_post_send in ERROR: %d", ret);
+		goto out_qp;
+	}
+	memset(rwr, 0, sizeof(rwr));
+	rwr[0].wr_id = 102;
+	ret = ib_post_recv(qp, rwr, &rbad);
+	if (ret) {
+		kv_fail(t, "flush_in_error", "ib_post_recv in ERROR: %d", ret);
+		goto out_qp;
+	}
+	if (expect_flushed(t, "flush_in_error", scq, qp, 2, IB_WC_SEND, 200) &&
+	    expect_flushed(t, "flush_in_error", rcq, qp, 3, IB_WC_RECV, 100))
+		kv_pass(t, "flush_in_error",
+			"2 sends and 3 receives completed with IB_WC_WR_FLUSH_ERR, in order");
+out_qp:
+	ib_destroy_qp(qp);
+out_cq:
+	if (!IS_ERR(scq))
+		ib_free_cq(scq);
+	if (!IS_ERR(rcq))
+		ib_free_cq(rcq);
+}
+
+static atomic_t drain_flushed;
+
+static void drain_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	if (wc->status == IB_WC_WR_FLUSH_ERR && wc->opcode == IB_WC_RECV)
+		atomic_inc(&drain_flushed);
+}
+
+/*
+ * ib_drain_qp() on a QP with a pending receive, with CQs polled by ib_core
+ * (@ctx): the receive is flushed to its ib_cqe and the drain returns.
+ */
+static void drain(struct kv *t, struct ib_pd *pd, enum ib_poll_context ctx, const char *name)
+{
+	struct ib_cqe cqe = { .done = drain_recv_done };
+	const struct ib_recv_wr *rbad;
+	struct ib_recv_wr rwr = { .wr_cqe = &cqe };
+	struct ib_cq *scq, *rcq;
+	struct ib_qp *qp;
+	ktime_t t0;
+	int ret;
+
+	scq = ib_alloc_cq(t->ibdev, NULL, 16, 0, ctx);
+	rcq = ib_alloc_cq(t->ibdev, NULL, 16, 0, ctx);
+	if (IS_ERR(scq) || IS_ERR(rcq)) {
+		kv_fail(t, name, "ib_alloc_cq failed");
+		goto out_cq;
+	}
+	qp = new_qp(t, name, pd, scq, rcq);
+	if (!qp)
+		goto out_cq;
+	/* A pending receive, consumed by the CQ's own poller when flushed. */
+	ret = ib_post_recv(qp, &rwr, &rbad);
+	if (ret) {
+		kv_fail(t, name, "ib_post_recv: %d", ret);
+	} else {
+		atomic_set(&drain_flushed, 0);
+		t0 = ktime_get();
+		ib_drain_qp(qp);
+		if (atomic_read(&drain_flushed) == 1)
+			kv_pass(t, name, "ib_drain_qp returned in %lu ms, the receive flushed",
+				ms_since(t0));
+		else
+			kv_fail(t, name, "ib_drain_qp returned, %d flushed receives, expected 1",
+				atomic_read(&drain_flushed));
+	}
+	ib_destroy_qp(qp);
+out_cq:
+	if (!IS_ERR(scq))
+		ib_free_cq(scq);
+	if (!IS_ERR(rcq))
+		ib_free_cq(rcq);
+}
+
+static atomic_t cq_err_events;
+
+static void cq_event(struct ib_event *ev, void *ctx)
+{
+	if (ev->event == IB_EVENT_CQ_ERR)
+		atomic_inc(&cq_err_events);
+}
+
+static void cq_overflow(struct kv *t, struct ib_pd *pd)
+{
+	struct ib_cq_init_attr ca = { .cqe = 1 };
+	const struct ib_send_wr *sbad;
+	struct ib_send_wr swr[2];
+	struct ib_cq *cq;
+	struct ib_qp *qp;
+	struct ib_wc wc[4];
+	int ret, got;
+
+	atomic_set(&cq_err_events, 0);
+	cq = ib_create_cq(t->ibdev, NULL, cq_event, NULL, &ca);
+	if (IS_ERR(cq)) {
+		kv_fail(t, "cq_overflow", "ib_create_cq(1): %ld", PTR_ERR(cq));
+		return;
+	}
+	if (cq->cqe != 1) {
+		kv_skip(t, "cq_overflow", "a 1-entry CQ has %d entries", cq->cqe);
+		goto out_cq;
+	}
+	qp = new_qp(t, "cq_overflow", pd, cq, cq);
+	if (!qp)
+		goto out_cq;
+	ret = qp_to_error(qp);
+	if (ret) {
+		kv_fail(t, "cq_overflow", "ib_modify_qp(ERR): %d", ret);
+		goto out_qp;
+	}
+	memset(swr, 0, sizeof(swr));
+	swr[0].wr_id = 1;
+	swr[0].opcode = IB_WR_SEND;
+	swr[0].send_flags = IB_SEND_SIGNALED;
+	swr[0].next = &swr[1];
+	swr[1].wr_id = 2;
+	swr[1].opcode = IB_WR_SEND;
+	swr[1].send_flags = IB_SEND_SIGNALED;
+	ret = ib_post_send(qp, swr, &sbad);
+	got = ib_poll_cq(cq, ARRAY_SIZE(wc), wc);
+	if (atomic_read(&cq_err_events) != 1)
+		kv_fail(t, "cq_overflow", "%d IB_EVENT_CQ_ERR events, expected 1 (post %d)",
+			atomic_read(&cq_err_events), ret);
+	else if (got != 1 || wc[0].wr_id != 1)
+		kv_fail(t, "cq_overflow", "polled %d completions, expected the first only", got);
+	else
+		kv_pass(t, "cq_overflow", "IB_EVENT_CQ_ERR raised, the queued completion kept");
+out_qp:
+	ib_destroy_qp(qp);
+out_cq:
+	ib_destroy_cq(cq);
+}
+
+/* --- the device --------------------------------------------------------- */
+
+static struct ib_device *found;
+
+static int kv_add(struct ib_device *ibdev)
+{
+	if (!found && !strcmp(dev_name(&ibdev->dev), dev) && ib_device_try_get(ibdev))
+		found = ibdev;
+	return 0;
+}
+
+static void kv_remove(struct ib_device *ibdev, void *client_data)
+{
+}
+
+static struct ib_client kv_client = {
+	.name = "rsiw_kverbs",
+	.add = kv_add,
+	.remove = kv_remove,
+};
+
+static void run(struct kv *t)
+{
+	struct ib_cq *scq = NULL, *rcq = NULL;
+	struct ib_pd *pd, *pd2 = NULL;
+
+	cycle_pd(t);
+	cycle_cq(t);
+
+	pd = ib_alloc_pd(t->ibdev, 0);
+	if (IS_ERR(pd)) {
+		kv_fail(t, "setup", "ib_alloc_pd: %ld", PTR_ERR(pd));
+		return;
+	}
+	pd2 = ib_alloc_pd(t->ibdev, 0);
+	scq = ib_alloc_cq(t->ibdev, NULL, 64, 0, IB_POLL_DIRECT);
+	rcq = ib_alloc_cq(t->ibdev, NULL, 64, 0, IB_POLL_DIRECT);
+	if (IS_ERR(pd2) || IS_ERR(scq) || IS_ERR(rcq)) {
+		kv_fail(t, "setup", "ib_alloc_pd/ib_alloc_cq failed");
+		goto out;
+	}
+
+	cycle_qp(t, pd, scq, rcq);
+	cycle_srq(t, pd);
+	cycle_fastreg_mr(t, pd);
+
+	bad_create(t, pd, scq, rcq);
+	bad_posts(t, pd, pd2, scq, rcq);
+	flush_in_error(t, pd);
+	drain(t, pd, IB_POLL_DIRECT, "drain_qp_direct");
+	drain(t, pd, IB_POLL_SOFTIRQ, "drain_qp_softirq");
+	drain(t, pd, IB_POLL_WORKQUEUE, "drain_qp_workqueue");
+	cq_overflow(t, pd);
+out:
+	if (!IS_ERR_OR_NULL(scq))
+		ib_free_cq(scq);
+	if (!IS_ERR_OR_NULL(rcq))
+		ib_free_cq(rcq);
+	if (!IS_ERR_OR_NULL(pd2))
+		ib_dealloc_pd(pd2);
+	ib_dealloc_pd(pd);
+}
+
+static int __init kv_init(void)
+{
+	struct kv t = {};
+	ktime_t t0 = ktime_get();
+	int ret;
+
+	ret = ib_register_client(&kv_client);
+	if (ret)
+		return ret;
+	if (!found) {
+		pr_info("FAIL setup: no RDMA device %s\n", dev);
+		ib_unregister_client(&kv_client);
+		return -ENODEV;
+	}
+	t.ibdev = found;
+	pr_info("testing %s (driver id %u), %u cycles per object type\n", dev,
+		found->ops.driver_id, cycles);
+	run(&t);
+	ib_device_put(found);
+	found = NULL;
+	ib_unregister_client(&kv_client);
+	pr_info("summary: %u passed, %u failed, %u skipped in %lu ms\n", t.pass, t.fail,
+		t.skip, ms_since(t0));
+	return t.fail ? -EIO : 0;
+}
+
+static void __exit kv_exit(void)
+{
+}
+
+module_init(kv_init);
+module_exit(kv_exit);
+MODULE_DESCRIPTION("In-kernel verbs consumer test for rsiw");
+MODULE_LICENSE("GPL");
