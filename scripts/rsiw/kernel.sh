@@ -155,6 +155,13 @@ build() {
 	kmake "$variant" bzImage modules
 	rm -rf "$build/modroot"
 	kmake "$variant" modules_install INSTALL_MOD_PATH="$build/modroot" INSTALL_MOD_STRIP=1 >/dev/null
+	# The in-kernel test modules (tests/kmod, e.g. rsiw_kverbs), built out of
+	# tree against this kernel (objects in $build/kmod) and installed with its
+	# modules (lib/modules/<release>/updates), so that VM cases modprobe them.
+	local kmod=(M="$RSIW_TOP/tests/kmod" MO="$build/kmod")
+	kmake "$variant" "${kmod[@]}" modules
+	kmake "$variant" "${kmod[@]}" modules_install INSTALL_MOD_PATH="$build/modroot" \
+		INSTALL_MOD_STRIP=1 >/dev/null
 	rsiw_log "$variant kernel ready ($((SECONDS - t0)) s): $build/arch/x86/boot/bzImage"
 }
 
