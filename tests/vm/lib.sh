@@ -172,3 +172,50 @@ fetch() {
 	[ -e "$RSIW_RUN/.barrier/$1.$2" ] || die "VM $1 failed before publishing $2"
 	cat "$RSIW_RUN/.barrier/$1.$2"
 }
+
+# --- RDMA traffic between two VMs --------------------------------------------
+
+# wait_listen PORT [SECONDS]: until a TCP socket listens on PORT (iWARP
+# listeners, siw's and rsiw's alike, are kernel TCP sockets).
+wait_listen() {
+	local hex
+	hex=$(printf '%04X' "$1")
+	wait_for "${2:-30}" eval "awk '\$4 == \"0A\" { print \$2 }' /proc/net/tcp /proc/net/tcp6 | grep -q ':$hex\$'" ||
+		die "nothing listens on port $1 after ${2:-30} s"
+}
+
+# serve_client TAG SERVER_ROLE PORT SERVER_CMD CLIENT_CMD [SECONDS]: one
+# client/server exchange between the two VMs. The VM with role SERVER_ROLE
+# runs SERVER_CMD (a string, run by bash) in the background, waits until PORT
+# listens and tells the peer, which then runs CLIENT_CMD. Both must exit 0
+# within SECONDS (default 120). Output goes to the console and to
+# $RSIW_OUT/TAG.log; each side publishes its status, and both fail if either
+# side failed.
+serve_client() {
+	local tag=$1 srole=$2 port=$3 scmd=$4 ccmd=$5 t=${6:-120} rc=0 peer prc
+	local logf="$RSIW_OUT/$tag.log"
+	if [ "$RSIW_ROLE" = "$srole" ]; then
+		log "$tag: server: $scmd"
+		timeout "$t" bash -c "$scmd" >"$logf" 2>&1 &
+		local pid=$!
+		wait_listen "$port" 30
+		publish "$tag.listening" 1
+		wait "$pid" || rc=$?
+	else
+		fetch "$srole" "$tag.listening" "$t" >/dev/null
+		log "$tag: client: $ccmd"
+		timeout "$t" bash -c "$ccmd" >"$logf" 2>&1 || rc=$?
+	fi
+	sed "s/^/  [$tag] /" "$logf" | tail -n 40
+	publish "$tag.status" "$rc"
+	for peer in $RSIW_ROLES; do
+		[ "$peer" = "$RSIW_ROLE" ] && continue
+		prc=$(fetch "$peer" "$tag.status" "$t")
+		[ "$prc" = 0 ] || die "$tag: VM $peer exited with status $prc"
+	done
+	[ "$rc" = 0 ] || die "$tag: exited with status $rc"
+	log "$tag: ok"
+}
+
+# peer_role: the other VM's role.
+peer_role() { [ "$RSIW_ROLE" = a ] && echo b || echo a; }
