@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=1 driver=rsiw timeout=900
+# rsiw-test: vms=1 driver=rsiw timeout=1200
 #
 # The kernel-consumer verbs test: load tests/kmod/rsiw_kverbs.ko, which uses
 # the device through ib_core exactly like a ULP. It creates and destroys every
