@@ -1095,6 +1095,13 @@ impl TcpSocket {
         unsafe { bindings::tcp_sock_set_nodelay(self.sk().as_ptr()) }
     }
 
+    /// Makes releasing the socket abort the connection with a RST instead of a FIN
+    /// (`SO_LINGER` with a zero timeout, `sock_no_linger()`). May sleep.
+    pub fn set_no_linger(&self) {
+        // SAFETY: `sk` is valid; the function takes the socket lock itself.
+        unsafe { bindings::sock_no_linger(self.sk().as_ptr()) }
+    }
+
     /// Enables keepalive probes (`SO_KEEPALIVE`). May sleep.
     pub fn set_keepalive(&self) {
         // SAFETY: `sk` is valid.

@@ -47,7 +47,6 @@ use crate::{
         LocalConfig,
         ReadStatus,
         ResponderAction,
-        RtrKind,
         RtrSet, //
     },
 };
@@ -545,6 +544,8 @@ struct Inner {
     /// The negotiated IRD and ORD, reported in the events.
     ird: u32,
     ord: u32,
+    /// Close with a RST instead of a FIN.
+    abort: bool,
 }
 
 /// A connection endpoint.
@@ -657,6 +658,7 @@ impl Cep {
                         timer: None,
                         ird: 0,
                         ord: 0,
+                        abort: false,
                     },
                     "rsiw_cep"
                 ),
@@ -847,7 +849,12 @@ impl Cep {
                 self.close_locked(g, None);
                 return;
             }
-            ResponderAction::Reject { flags, rev, enhanced, .. } => Some((flags, rev, enhanced)),
+            ResponderAction::Reject {
+                flags,
+                rev,
+                enhanced,
+                ..
+            } => Some((flags, rev, enhanced)),
             ResponderAction::Accept { flags, rev, .. } if refuse_crc => {
                 Some((flags | mpa::FLAG_R, rev, None))
             }
@@ -876,7 +883,9 @@ impl Cep {
         g.ird = ord;
         g.ord = ird;
         let ulp_pd = frame.ulp_pd;
-        let pd = ulp_pd.get(..ulp_pd.len().min(MAX_PRIVATE_DATA)).unwrap_or(&[]);
+        let pd = ulp_pd
+            .get(..ulp_pd.len().min(MAX_PRIVATE_DATA))
+            .unwrap_or(&[]);
         let sock = g.sock.clone();
         let (local, remote) = addrs(sock.as_deref());
         g.req_hdr = Some(hdr);
@@ -915,7 +924,9 @@ impl Cep {
         };
         let action = mpa::initiator_decide(&g.cfg, &hdr, &pd_all);
         let ulp_pd = frame.ulp_pd;
-        let pd = ulp_pd.get(..ulp_pd.len().min(MAX_PRIVATE_DATA)).unwrap_or(&[]);
+        let pd = ulp_pd
+            .get(..ulp_pd.len().min(MAX_PRIVATE_DATA))
+            .unwrap_or(&[]);
         match action {
             InitiatorAction::Rejected { peer_ird, peer_ord } => {
                 // The responder's values, as the ULP must see them (MPA-06).
@@ -1063,6 +1074,12 @@ impl Cep {
             State::RecvdRequest => {}
             State::AwaitRequest => self.close_locked(g, None),
             State::AwaitRtr | State::Rdma => {
+                // The iw_cm only takes a close in ESTABLISHED (it BUG()s otherwise): an
+                // accepted peer-to-peer connection that dies before the RTR is reported
+                // established first.
+                if g.state == State::AwaitRtr {
+                    self.established(g);
+                }
                 // The peer closed (FIN) or reset: the iw_cm moves to CLOSING, then CLOSED.
                 if let Some(id) = g.id.clone() {
                     let _ = id.event(&Event::new(EventKind::Disconnect));
@@ -1075,9 +1092,14 @@ impl Cep {
 
     /// The QP asked to close the connection (QP to CLOSING, ERROR or TERMINATE, or destroyed).
     fn local_close(self: &Arc<Self>, g: &mut Inner, abortive: bool) {
-        let _ = abortive;
+        g.abort = abortive;
         match g.state {
-            State::Rdma | State::AwaitRtr => self.close_locked(g, Some(EventKind::Close)),
+            State::AwaitRtr => {
+                // See `check_socket`.
+                self.established(g);
+                self.close_locked(g, Some(EventKind::Close));
+            }
+            State::Rdma => self.close_locked(g, Some(EventKind::Close)),
             State::Connecting | State::AwaitReply => self.fail_connect(g, ECONNABORTED),
             _ => self.close_locked(g, None),
         }
@@ -1112,7 +1134,11 @@ impl Cep {
         g.listener = None;
         g.reader = None;
         g.req_pd = KVec::new();
-        // Releasing the socket sends a FIN, or a RST if unread data is left.
+        // Releasing the socket sends a FIN, or a RST if unread data is left or the close is
+        // abortive.
+        if let (Some(s), true) = (&sock, g.abort) {
+            s.set_no_linger();
+        }
         drop(sock);
         drop(self.cm.unregister_cep(self));
     }
@@ -1244,7 +1270,10 @@ pub(crate) fn connect(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>
 
 /// Finds the passive endpoint behind the iw_cm id of a connection request.
 fn passive_cep(dev: &Device<RsiwDevice>, id: &CmId) -> Result<Arc<Cep>> {
-    dev.cm.cm.cep_by_token(id.provider_token()).ok_or(ECONNRESET)
+    dev.cm
+        .cm
+        .cep_by_token(id.provider_token())
+        .ok_or(ECONNRESET)
 }
 
 /// `iw_accept`: binds the QP `param.qpn()`, sends the MPA Reply and moves the QP to RTS;
@@ -1370,7 +1399,14 @@ pub(crate) fn reject(dev: &Device<RsiwDevice>, id: &CmId, pdata: &[u8]) -> Resul
             mpa::MAX_PD
         };
         let pd = pdata.get(..pdata.len().min(max)).unwrap_or(&[]);
-        let _ = send_frame(&s, FrameKind::Reply, crc | mpa::FLAG_R, rev, enh.as_ref(), pd);
+        let _ = send_frame(
+            &s,
+            FrameKind::Reply,
+            crc | mpa::FLAG_R,
+            rev,
+            enh.as_ref(),
+            pd,
+        );
     }
     cep.close_locked(&mut g, None);
     Ok(())
@@ -1384,15 +1420,5 @@ pub(crate) fn reject(dev: &Device<RsiwDevice>, id: &CmId, pdata: &[u8]) -> Resul
 pub(crate) fn qp_drop_conn(qp: &Qp<RsiwDevice>, abortive: bool) {
     if let Some(cep) = qp.device().cm.cm.cep_by_qpn(qp.qp_num()) {
         cep.disconnect(abortive);
-    }
-}
-
-/// Returns the type of the RTR an initiator sends, for messages.
-#[allow(dead_code)]
-fn rtr_name(k: RtrKind) -> &'static str {
-    match k {
-        RtrKind::Send => "send",
-        RtrKind::Write => "write",
-        RtrKind::Read => "read",
     }
 }

@@ -1,0 +1,53 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# rsiw-test: vms=2 a=rsiw b=siw timeout=900
+#
+# The connection manager against hostile and silent peers, then rmmod with a
+# listener and a connection in its MPA exchange. VM a listens (ucmatose, on
+# the wildcard address); VM b is a raw TCP peer (tests/vm/py/mpa_raw.py): a
+# wrong key (MPA-01), Markers (D-03), PD_Length 513 (MPA-07) and a peer that
+# never sends its Request (the MPA timeout). Then b opens a connection that
+# stays in the MPA exchange and a unloads rsiw, which must tear both down
+# cleanly (the runner checks the console and kmemleak).
+. /rsiw/tests/vm/lib.sh
+
+port=7400
+load_driver
+rsiw_up eth0
+publish ip "$RSIW_IP"
+barrier up
+wait_peer 30
+
+if [ "$RSIW_ROLE" = a ]; then
+	stdbuf -oL ucmatose -p $port -c 1 -C 0 >"$RSIW_OUT/ucmatose.log" 2>&1 &
+	ucm=$!
+	wait_listen $port 30
+	publish listening 1
+	fetch b raw-done 300 >/dev/null
+	fetch b pending 60 >/dev/null
+	# The peer's connection is in the MPA exchange (unless its 5 s timeout hit first).
+	run ss -tn
+	[ -d /sys/module/rsiw ] || die "rsiw not loaded"
+	run rdma link delete "$DEV"
+	run modprobe -r rsiw
+	[ ! -d /sys/module/rsiw ] || die "rsiw still loaded"
+	publish unloaded 1
+	cat "$RSIW_OUT/ucmatose.log"
+	grep -q 'CONNECT_REQUEST\|connect request' "$RSIW_OUT/ucmatose.log" &&
+		die "a bad request reached the ULP"
+	kill "$ucm" 2>/dev/null || true
+	wait "$ucm" 2>/dev/null || true
+else
+	ip=$(fetch a ip)
+	fetch a listening 120 >/dev/null
+	run python3 /rsiw/tests/vm/py/mpa_raw.py "$ip" $port
+	publish raw-done 1
+	# A connection that stays in the MPA exchange while rsiw is unloaded.
+	exec 3<>"/dev/tcp/$ip/$port"
+	printf 'MPA ID Req' >&3
+	publish pending 1
+	fetch a unloaded 120 >/dev/null
+	exec 3<&-
+fi
+barrier done
+pass
