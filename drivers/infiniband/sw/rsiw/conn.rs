@@ -55,8 +55,7 @@ use crate::{
     },
 };
 use core::sync::atomic::{
-    AtomicBool,
-    AtomicU32,
+    AtomicBool, AtomicU32,
     Ordering::{
         AcqRel,
         Acquire,
@@ -165,7 +164,11 @@ impl<T: Copy + Default> Fifo<T> {
         for _ in 0..cap {
             buf.push(T::default(), GFP_KERNEL)?;
         }
-        Ok(Self { buf, head: 0, len: 0 })
+        Ok(Self {
+            buf,
+            head: 0,
+            len: 0,
+        })
     }
 
     /// Appends `v`; fails if full.
@@ -174,7 +177,11 @@ impl<T: Copy + Default> Fifo<T> {
         if self.len >= cap {
             return Err(v);
         }
-        let i = self.head.wrapping_add(self.len).checked_rem(cap).unwrap_or(0);
+        let i = self
+            .head
+            .wrapping_add(self.len)
+            .checked_rem(cap)
+            .unwrap_or(0);
         match self.buf.get_mut(i) {
             Some(s) => *s = v,
             None => return Err(v),
@@ -189,7 +196,11 @@ impl<T: Copy + Default> Fifo<T> {
             return None;
         }
         let v = *self.buf.get(self.head)?;
-        self.head = self.head.wrapping_add(1).checked_rem(self.buf.len()).unwrap_or(0);
+        self.head = self
+            .head
+            .wrapping_add(1)
+            .checked_rem(self.buf.len())
+            .unwrap_or(0);
         self.len -= 1;
         Some(v)
     }
@@ -294,7 +305,8 @@ impl Conn {
             p.initiator,
             p.rtr
         );
-        let ord = p.ord.min(ORQ_SIZE as u32);
+        // An ORD of 0 would stall every Read forever; siw's IRQ always has a slot.
+        let ord = p.ord.clamp(1, ORQ_SIZE as u32);
         let ird = p.ird.min(limits::MAX_IRD);
         let shared = Shared {
             ord: KBox::new(OrdQueue::new(ord as u16), GFP_KERNEL)?,
@@ -364,7 +376,10 @@ impl Conn {
             return;
         }
         this.busy.fetch_add(1, AcqRel);
-        if workqueue::system_highpri().enqueue(Arc::from(this)).is_err() {
+        if workqueue::system_highpri()
+            .enqueue(Arc::from(this))
+            .is_err()
+        {
             // Already queued; it will see the new work.
             this.busy.fetch_sub(1, AcqRel);
         }
@@ -428,8 +443,17 @@ impl Conn {
         // No RX chunk is processed after this.
         self.rx.lock().stopped = true;
         // Wait for a running TX work item; later ones see `stopped`.
-        drop(self.tx.lock());
+        let mut tx = self.tx.lock();
         let links = self.links.lock().take();
+        if let Some(l) = &links {
+            // Without a connection nothing the engines hold can complete any more (the QP
+            // goes to ERROR, whose flush only sees the rings).
+            if !tx.dead {
+                tx.dead = true;
+                self.flush_inflight(&l.qp, &mut tx);
+            }
+        }
+        drop(tx);
         drop(links);
         // Queued work items hold a reference to `self` and run module code: wait for them.
         let mut n = 0u32;

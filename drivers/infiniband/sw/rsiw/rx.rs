@@ -162,7 +162,12 @@ impl RxState {
     }
 
     /// Takes a receive for a new untagged message and checks its SGEs.
-    fn take_rqe_for(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>, out: &mut Outbox) -> Result<(), Fail> {
+    fn take_rqe_for(
+        &mut self,
+        conn: &Conn,
+        qp: &Qp<RsiwDevice>,
+        out: &mut Outbox,
+    ) -> Result<(), Fail> {
         let local = || Some(Terminate::bare(TermCode::rdmap_catastrophic()));
         let rqe = match RsiwQp::next_rqe(qp) {
             None => return Ok(()),
@@ -187,10 +192,19 @@ impl RxState {
             if s.length == 0 {
                 continue;
             }
-            match mem.check(conn.pd, s.lkey, Rights::LOCAL_WRITE, s.laddr, u64::from(s.length)) {
+            match mem.check(
+                conn.pd,
+                s.lkey,
+                Rights::LOCAL_WRITE,
+                s.laddr,
+                u64::from(s.length),
+            ) {
                 Ok(p) => cur.pl[i] = Some(p),
                 Err(_) => {
-                    push_rq(out, completion(rqe.id, status::LOC_PROT_ERR, 0, None, false));
+                    push_rq(
+                        out,
+                        completion(rqe.id, status::LOC_PROT_ERR, 0, None, false),
+                    );
                     return Err(local());
                 }
             }
@@ -224,11 +238,12 @@ impl RxState {
                 }
             }
             (Opcode::ReadResponse, WirePlacement::Tagged { stag, to }) => {
-                let r = conn
-                    .shared
-                    .lock()
-                    .ord
-                    .on_read_response(stag, to, seg.payload_len, seg.hdr.last);
+                let r = conn.shared.lock().ord.on_read_response(
+                    stag,
+                    to,
+                    seg.payload_len,
+                    seg.hdr.last,
+                );
                 if let Err(c) = r {
                     return Err(self.term(c, TermEcho::Ddp));
                 }
@@ -358,7 +373,10 @@ impl RxState {
                 if let WirePlacement::Untagged { inv_stag, .. } = seg.hdr.placement {
                     if seg.hdr.opcode.has_invalidate() {
                         if let Err(f) = qp.device().mem().invalidate(conn.pd, inv_stag, true) {
-                            push_rq(out, completion(r.id, status::LOC_PROT_ERR, bytes, None, false));
+                            push_rq(
+                                out,
+                                completion(r.id, status::LOC_PROT_ERR, bytes, None, false),
+                            );
                             let (c, e) = access_error(AccessTarget::SendInvalidate, f);
                             return Err(self.term(c, e));
                         }
@@ -446,7 +464,10 @@ impl RxState {
                 let dst = self.buf.get_mut(..n).ok_or_else(|| local(pos))?;
                 skb.copy_to(pos, dst).map_err(|_| local(pos))?;
                 let data = self.buf.get(..n).unwrap_or(&[]);
-                let off = self.parser.consume_payload(data).ok_or_else(|| local(pos))?;
+                let off = self
+                    .parser
+                    .consume_payload(data)
+                    .ok_or_else(|| local(pos))?;
                 self.place(off, n).map_err(|f| (pos, f))?;
                 pos += n;
                 continue;

@@ -299,9 +299,7 @@ impl TxState {
                     let mut at = 0usize;
                     for p in sg_pieces(lens.get(..*cnt).unwrap_or(&[]), off, n as u64) {
                         let len = p.len as usize;
-                        let d = dst
-                            .get_mut(at..at.saturating_add(len))
-                            .ok_or_else(local)?;
+                        let d = dst.get_mut(at..at.saturating_add(len)).ok_or_else(local)?;
                         pl.get(p.index)
                             .and_then(|x| x.as_ref())
                             .ok_or_else(local)?
@@ -459,7 +457,10 @@ impl TxState {
                         )
                         .map_err(|_| fail(status::LOC_PROT_ERR))?;
                 }
-                let msn = self.msn.peek(QN_READ_REQ).ok_or(fail(status::LOC_QP_OP_ERR))?;
+                let msn = self
+                    .msn
+                    .peek(QN_READ_REQ)
+                    .ok_or(fail(status::LOC_QP_OP_ERR))?;
                 {
                     let mut sh = conn.shared.lock();
                     if !issue_read(&mut sh, req, wr) {
