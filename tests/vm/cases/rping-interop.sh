@@ -1,0 +1,50 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# rsiw-test: vms=2 a=rsiw b=siw timeout=900
+#
+# rping between rsiw (VM a) and the C siw (VM b) in both directions: each VM
+# is the server once. rping -V checks every byte of the ping data, which
+# travels as RDMA Send, Write and Read (the server reads the client's buffer
+# and writes it back). Sizes 64 B to 65535 B (rping's largest: its buffers
+# are below 64 KiB; larger transfers are covered by the perftest cases), over
+# IPv4 and IPv6 link-local addresses.
+#
+# siw offers MPA Rev 2 without CRC and without peer-to-peer mode (its knobs
+# are compile-time constants); the rsiw side is reloaded with each of its MPA
+# settings in turn (RSIW_MPA_CONFIGS; ignored with --driver siw).
+. /rsiw/tests/vm/lib.sh
+
+: "${RSIW_MPA_CONFIGS:=default}"
+count=10
+sizes="64 1024 4096 65535"
+
+rounds() { # CONFIG
+	local port=7200 srv size ip
+	for srv in a b; do
+		for size in $sizes; do
+			port=$((port + 1))
+			ip=$(fetch "$srv" ip)
+			serve_client "rping-$1-$srv-$size" "$srv" "$port" \
+				"rping -s -a $ip -p $port -V -C $count -S $size" \
+				"rping -c -a $ip -p $port -V -C $count -S $size"
+		done
+	done
+	# IPv6 link-local: one round each way.
+	for srv in a b; do
+		port=$((port + 1))
+		ip=$(fetch "$srv" ip6)
+		serve_client "rping6-$1-$srv" "$srv" "$port" \
+			"rping -s -a $ip%eth0 -p $port -V -C $count -S 4096" \
+			"rping -c -a $ip%eth0 -p $port -V -C $count -S 4096"
+	done
+}
+
+load_driver
+rsiw_up eth0
+publish ip "$RSIW_IP"
+publish ip6 "$RSIW_IP6"
+barrier up
+wait_peer 30
+rounds default
+barrier done
+pass
