@@ -58,7 +58,9 @@ struct kv {
 	unsigned int pass, fail, skip;
 };
 
-static __printf(3, 4) void kv_pass(struct kv *t, const char *name, const char *fmt, ...)
+/* Prints one check's verdict ("PASS", "FAIL" or "SKIP") and counts it in @count. */
+static __printf(4, 5) void kv_report(const char *verdict, unsigned int *count,
+				     const char *name, const char *fmt, ...)
 {
 	struct va_format vaf;
 	va_list args;
@@ -66,36 +68,14 @@ static __printf(3, 4) void kv_pass(struct kv *t, const char *name, const char *f
 	va_start(args, fmt);
 	vaf.fmt = fmt;
 	vaf.va = &args;
-	pr_info("PASS %s: %pV\n", name, &vaf);
+	pr_info("%s %s: %pV\n", verdict, name, &vaf);
 	va_end(args);
-	t->pass++;
+	(*count)++;
 }
 
-static __printf(3, 4) void kv_fail(struct kv *t, const char *name, const char *fmt, ...)
-{
-	struct va_format vaf;
-	va_list args;
-
-	va_start(args, fmt);
-	vaf.fmt = fmt;
-	vaf.va = &args;
-	pr_info("FAIL %s: %pV\n", name, &vaf);
-	va_end(args);
-	t->fail++;
-}
-
-static __printf(3, 4) void kv_skip(struct kv *t, const char *name, const char *fmt, ...)
-{
-	struct va_format vaf;
-	va_list args;
-
-	va_start(args, fmt);
-	vaf.fmt = fmt;
-	vaf.va = &args;
-	pr_info("SKIP %s: %pV\n", name, &vaf);
-	va_end(args);
-	t->skip++;
-}
+#define kv_pass(t, name, ...) kv_report("PASS", &(t)->pass, name, __VA_ARGS__)
+#define kv_fail(t, name, ...) kv_report("FAIL", &(t)->fail, name, __VA_ARGS__)
+#define kv_skip(t, name, ...) kv_report("SKIP", &(t)->skip, name, __VA_ARGS__)
 
 /* Checks that a creation failed with @want (@got: its errno, 0 on success). */
 static void expect_errno(struct kv *t, const char *name, long got, int want)

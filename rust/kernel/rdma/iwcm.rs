@@ -376,12 +376,15 @@ impl<T: Driver> IwOps<T> {
         })
     }
 
+    /// Runs `op` (`iw_connect` or `iw_accept`) with the id, its device and the parameters.
+    ///
     /// # Safety
     ///
     /// As for `create_listen`; `param` is valid for the call.
-    pub(crate) unsafe extern "C" fn connect(
+    unsafe fn with_conn_param(
         id: *mut bindings::iw_cm_id,
         param: *mut bindings::iw_cm_conn_param,
+        op: fn(&Device<T>, &CmId, &ConnParam<'_>) -> Result,
     ) -> c_int {
         from_result(|| {
             // SAFETY: Per the safety requirements.
@@ -392,9 +395,20 @@ impl<T: Driver> IwOps<T> {
                     ConnParam::from_raw(param).ok_or(EINVAL)?,
                 )
             };
-            T::iw_connect(dev, id, &param)?;
+            op(dev, id, &param)?;
             Ok(0)
         })
+    }
+
+    /// # Safety
+    ///
+    /// As for `create_listen`; `param` is valid for the call.
+    pub(crate) unsafe extern "C" fn connect(
+        id: *mut bindings::iw_cm_id,
+        param: *mut bindings::iw_cm_conn_param,
+    ) -> c_int {
+        // SAFETY: Per the safety requirements.
+        unsafe { Self::with_conn_param(id, param, T::iw_connect) }
     }
 
     /// # Safety
@@ -404,18 +418,8 @@ impl<T: Driver> IwOps<T> {
         id: *mut bindings::iw_cm_id,
         param: *mut bindings::iw_cm_conn_param,
     ) -> c_int {
-        from_result(|| {
-            // SAFETY: Per the safety requirements.
-            let (id, dev, param) = unsafe {
-                (
-                    CmId::from_raw(id),
-                    Self::dev(CmId::from_raw(id)),
-                    ConnParam::from_raw(param).ok_or(EINVAL)?,
-                )
-            };
-            T::iw_accept(dev, id, &param)?;
-            Ok(0)
-        })
+        // SAFETY: Per the safety requirements.
+        unsafe { Self::with_conn_param(id, param, T::iw_accept) }
     }
 
     /// # Safety
