@@ -4,6 +4,7 @@
 #include <rdma/uverbs_ioctl.h>
 #include <linux/scatterlist.h>
 #include <linux/xarray.h>
+#include <linux/mm.h>
 
 #if IS_ENABLED(CONFIG_RUST_RDMA_ABSTRACTIONS)
 
@@ -59,6 +60,16 @@ __rust_helper bool rust_helper_ib_uses_virt_dma(struct ib_device *dev)
 __rust_helper struct page *rust_helper_sg_page_iter_page(struct sg_page_iter *piter)
 {
 	return sg_page_iter_page(piter);
+}
+
+__rust_helper bool rust_helper_rdma_pd_is_kernel(const struct ib_pd *pd)
+{
+	return !pd->uobject;
+}
+
+__rust_helper bool rust_helper_virt_addr_valid(unsigned long addr)
+{
+	return virt_addr_valid(addr);
 }
 
 #endif

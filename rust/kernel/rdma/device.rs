@@ -337,8 +337,17 @@ pub trait Driver: Sized + Send + Sync + 'static {
         build_error!(crate::error::VTABLE_DEFAULT_ERROR)
     }
 
-    /// Creates the driver data of a DMA memory region covering all of memory.
-    fn get_dma_mr(pd: &Pd<Self>, access: i32) -> impl PinInit<Self::Mr, Error>;
+    /// Creates the driver data of the DMA memory region of a kernel PD, covering all of memory
+    /// (`pd->local_dma_lkey`, and `pd->unsafe_global_rkey` if ib_core asked for remote access).
+    ///
+    /// `kva` is the capability to copy to and from the kernel virtual addresses the consumer
+    /// uses with this region; ib_core only creates DMA MRs for kernel PDs (the op fails with
+    /// `EINVAL` for any other PD without calling the driver).
+    fn get_dma_mr(
+        pd: &Pd<Self>,
+        access: i32,
+        kva: super::mr::KernelVa,
+    ) -> impl PinInit<Self::Mr, Error>;
 
     /// Creates the driver data of a memory region registering user memory
     /// `[start, start + length)` at I/O virtual address `virt_addr`.
@@ -1409,9 +1418,13 @@ impl<T: Driver> VTable<T> {
         pd: *mut bindings::ib_pd,
         access: c_int,
     ) -> *mut bindings::ib_mr {
+        // SAFETY: `pd` is live and being passed to `get_dma_mr`.
+        let Some(kva) = (unsafe { super::mr::KernelVa::for_dma_mr(pd) }) else {
+            return EINVAL.to_ptr();
+        };
         // SAFETY: Per the safety requirements.
         let obj = unsafe { Pd::<T>::from_raw(pd) };
-        match Mr::<T>::new_raw(T::get_dma_mr(obj, access)) {
+        match Mr::<T>::new_raw(T::get_dma_mr(obj, access, kva)) {
             Ok(mr) => mr,
             Err(e) => e.to_ptr(),
         }

@@ -505,13 +505,17 @@ impl Driver for RsiwDevice {
         srq.post_recv(wr)
     }
 
-    fn get_dma_mr(pd: &Pd<Self>, access: i32) -> impl PinInit<RsiwMr, Error> {
+    fn get_dma_mr(
+        pd: &Pd<Self>,
+        access: i32,
+        kva: kernel::rdma::mr::KernelVa,
+    ) -> impl PinInit<RsiwMr, Error> {
         let dev = pd.device();
         mem::mr_rights(access)
             .and_then(|rights| dev.mrs.take().map(|()| rights))
             .and_then(|rights| {
                 dev.mem
-                    .add_dma(pd_id(pd), rights)
+                    .add_dma(pd_id(pd), rights, kva)
                     .inspect_err(|_| dev.mrs.put())
             })
     }

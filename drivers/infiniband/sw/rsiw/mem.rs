@@ -12,7 +12,10 @@
 //!
 //! - DMA MR ([`Kind::Dma`]): created by ib_core for every kernel PD (`pd->local_dma_lkey`);
 //!   covers the whole address space; its addresses are kernel virtual addresses
-//!   (`CONFIG_INFINIBAND_VIRT_DMA`).
+//!   (`CONFIG_INFINIBAND_VIRT_DMA`), copied to and from through the [`KernelVa`] capability the
+//!   abstraction hands to `get_dma_mr` for kernel PDs only (it checks every range with
+//!   `virt_addr_valid()`). Remote access only with the rights ib_core asked for
+//!   (`IB_PD_UNSAFE_GLOBAL_RKEY`: remote read and write).
 //! - User MR ([`Kind::User`]): user memory pinned with `ib_umem_get()`; pages are found by
 //!   index into the pinned page array (O(1)).
 //! - Fast-registration MR ([`Kind::FastReg`]): created by `alloc_mr` with room for
@@ -77,6 +80,7 @@ use kernel::{
             access,
             random_u32,
             IndexTable,
+            KernelVa,
             PageList, //
         },
         umem::Umem,
@@ -182,6 +186,8 @@ pub(crate) struct Mem {
     base: u64,
     len: u64,
     valid: AtomicBool,
+    /// The kernel virtual address capability of a DMA MR (`None` for the other kinds).
+    kva: Option<KernelVa>,
     /// The pinned memory of a user MR (`None` for a DMA MR); revoked at deregistration.
     #[pin]
     umem: Revocable<Option<Umem>>,
@@ -272,13 +278,21 @@ impl Placement {
     ///
     /// Does not sleep (runs under the RCU read lock or the region's spinlock). Fails with
     /// `EINVAL` outside the checked range, `ENOENT` if the region was deregistered or
-    /// invalidated (fast registration: or registered again) meanwhile and `EOPNOTSUPP` for a
-    /// DMA MR (kernel virtual addresses: to be done with the data path).
+    /// invalidated (fast registration: or registered again) meanwhile, `EFAULT` for a DMA MR
+    /// range that is not direct-mapped kernel memory ([`KernelVa`]) and `EOPNOTSUPP` for a DMA
+    /// MR without the capability.
     pub(crate) fn write(&self, at: u64, src: &[u8]) -> Result {
         let off = self.region_off(at, src.len())?;
-        if self.mem.kind == Kind::FastReg {
-            let fr = self.mem.fr.lock();
-            return fr.as_ref().ok_or(ENOENT)?.pages.write(self.gen, off, src);
+        match self.mem.kind {
+            Kind::FastReg => {
+                let fr = self.mem.fr.lock();
+                return fr.as_ref().ok_or(ENOENT)?.pages.write(self.gen, off, src);
+            }
+            Kind::Dma => {
+                let addr = self.mem.base.checked_add(off).ok_or(EINVAL)?;
+                return self.mem.kva.as_ref().ok_or(EOPNOTSUPP)?.write(addr, src);
+            }
+            Kind::User => {}
         }
         let off = usize::try_from(off).map_err(|_| EINVAL)?;
         let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
@@ -293,9 +307,16 @@ impl Placement {
     /// Same rules as [`Placement::write`].
     pub(crate) fn read(&self, at: u64, dst: &mut [u8]) -> Result {
         let off = self.region_off(at, dst.len())?;
-        if self.mem.kind == Kind::FastReg {
-            let fr = self.mem.fr.lock();
-            return fr.as_ref().ok_or(ENOENT)?.pages.read(self.gen, off, dst);
+        match self.mem.kind {
+            Kind::FastReg => {
+                let fr = self.mem.fr.lock();
+                return fr.as_ref().ok_or(ENOENT)?.pages.read(self.gen, off, dst);
+            }
+            Kind::Dma => {
+                let addr = self.mem.base.checked_add(off).ok_or(EINVAL)?;
+                return self.mem.kva.as_ref().ok_or(EOPNOTSUPP)?.read(addr, dst);
+            }
+            Kind::User => {}
         }
         let off = usize::try_from(off).map_err(|_| EINVAL)?;
         let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
@@ -308,8 +329,8 @@ impl Placement {
 
 /// What holds the memory of a new region.
 enum Backing {
-    /// Nothing (DMA MR).
-    None,
+    /// All of kernel memory (DMA MR of a kernel PD).
+    Kernel(Option<KernelVa>),
     /// Pinned user memory.
     Umem(Umem),
     /// A fast-registration page list.
@@ -357,10 +378,10 @@ impl MemTable {
         len: u64,
         backing: Backing,
     ) -> Result<RsiwMr> {
-        let (umem, pages) = match backing {
-            Backing::None => (None, None),
-            Backing::Umem(u) => (Some(u), None),
-            Backing::Pages(p) => (None, Some(p)),
+        let (kva, umem, pages) = match backing {
+            Backing::Kernel(k) => (k, None, None),
+            Backing::Umem(u) => (None, Some(u), None),
+            Backing::Pages(p) => (None, None, Some(p)),
         };
         let key = (random_u32() & 0xff) as u8;
         // A fast-registration MR is invalid until `IB_WR_REG_MR` executes.
@@ -381,6 +402,7 @@ impl MemTable {
                 base,
                 len,
                 valid: AtomicBool::new(fr.is_none()),
+                kva,
                 umem <- Revocable::new(umem),
                 fr <- new_spinlock_irq!(fr, "rsiw_fastreg"),
             }? Error),
@@ -395,9 +417,24 @@ impl MemTable {
         })
     }
 
-    /// Registers the DMA MR of a kernel PD: all of memory, with rights `rights`.
-    pub(crate) fn add_dma(&self, pd: PdId, rights: Rights) -> Result<RsiwMr> {
-        self.add(Kind::Dma, pd, rights, 0, u64::MAX, Backing::None)
+    /// Registers the DMA MR of a kernel PD: all of memory, with rights `rights`, accessed
+    /// through `kva`.
+    pub(crate) fn add_dma(&self, pd: PdId, rights: Rights, kva: KernelVa) -> Result<RsiwMr> {
+        self.add(
+            Kind::Dma,
+            pd,
+            rights,
+            0,
+            u64::MAX,
+            Backing::Kernel(Some(kva)),
+        )
+    }
+
+    /// A DMA MR without the kernel virtual address capability (copies fail with
+    /// `EOPNOTSUPP`), for KUnit tests of the access checks.
+    #[cfg(CONFIG_RDMA_RSIW_KUNIT_TEST)]
+    fn add_dma_nocopy(&self, pd: PdId, rights: Rights) -> Result<RsiwMr> {
+        self.add(Kind::Dma, pd, rights, 0, u64::MAX, Backing::Kernel(None))
     }
 
     /// Registers pinned user memory, addressed from `iova` on.
@@ -624,8 +661,8 @@ mod tests {
     fn table_lookup() -> Result {
         let t = MemTable::new()?;
         let pd = PdId(0x40);
-        let a = t.add_dma(pd, Rights::LOCAL_WRITE)?;
-        let b = t.add_dma(pd, Rights::LOCAL_WRITE | Rights::REMOTE_READ)?;
+        let a = t.add_dma_nocopy(pd, Rights::LOCAL_WRITE)?;
+        let b = t.add_dma_nocopy(pd, Rights::LOCAL_WRITE | Rights::REMOTE_READ)?;
         assert_ne!(stag::stag_index(a.stag()), stag::stag_index(b.stag()));
         assert!(t
             .check(pd, a.stag(), Rights::LOCAL_WRITE, 0x1000, 8)
@@ -804,8 +841,8 @@ mod tests {
     fn post_time_lkeys() -> Result {
         let t = MemTable::new()?;
         let pd = PdId(0x40);
-        let dma = t.add_dma(pd, Rights::LOCAL_WRITE)?;
-        let ro = t.add_dma(pd, Rights::LOCAL_READ)?;
+        let dma = t.add_dma_nocopy(pd, Rights::LOCAL_WRITE)?;
+        let ro = t.add_dma_nocopy(pd, Rights::LOCAL_READ)?;
         let fr = t.add_fast_reg(pd, 1)?;
         let sge = |lkey: u32, length: u32| Sge {
             laddr: 0x1000,
@@ -859,14 +896,73 @@ mod tests {
     }
 
     #[test]
+    fn dma_mr_placement() -> Result {
+        let t = MemTable::new()?;
+        let pd = PdId(0x40);
+        let kva = KernelVa::for_kunit().ok_or(EINVAL)?;
+        let dma = t.add_dma(pd, Rights::LOCAL_WRITE, kva)?;
+        let mut buf = KVec::from_elem(0u8, 6000, GFP_KERNEL)?;
+        let addr = buf.as_ptr() as usize as u64;
+        // A local SGE of the DMA MR: its address is a kernel virtual address.
+        let p = t
+            .check(pd, dma.stag(), Rights::LOCAL_WRITE, addr + 10, 5000)
+            .map_err(|_| EINVAL)?;
+        p.write(100, &[0x3c; 4500])?;
+        let mut back = KVec::from_elem(0u8, 4502, GFP_KERNEL)?;
+        p.read(99, &mut back)?;
+        assert!(back[0] == 0 && back[4501] == 0);
+        assert!(back[1..4501].iter().all(|b| *b == 0x3c));
+        assert_eq!(p.write(4999, &[0; 2]), Err(EINVAL));
+        // Without IB_PD_UNSAFE_GLOBAL_RKEY no remote access reaches it.
+        for need in [Rights::REMOTE_WRITE, Rights::REMOTE_READ] {
+            assert_eq!(
+                t.check(pd, dma.stag(), need, addr, 8).err(),
+                Some(Fault::Rights)
+            );
+        }
+        // An address that is not kernel memory passes the region check (the DMA MR covers
+        // everything) but no copy reaches it.
+        let bad = t
+            .check(pd, dma.stag(), Rights::LOCAL_WRITE, 0x1000, 64)
+            .map_err(|_| EINVAL)?;
+        assert_eq!(bad.write(0, &[1; 64]), Err(EFAULT));
+        assert_eq!(bad.read(0, &mut back[..64]), Err(EFAULT));
+        // A range that wraps is refused by the check itself.
+        assert_eq!(
+            t.check(pd, dma.stag(), Rights::LOCAL_WRITE, u64::MAX - 4, 64)
+                .err(),
+            Some(Fault::ToWrap)
+        );
+        // With the unsafe global rkey: remote reads and writes.
+        let kva = KernelVa::for_kunit().ok_or(EINVAL)?;
+        let all = Rights::LOCAL_WRITE | Rights::REMOTE_READ | Rights::REMOTE_WRITE;
+        let g = t.add_dma(pd, all, kva)?;
+        t.check(pd, g.stag(), Rights::REMOTE_WRITE, addr, 8)
+            .map_err(|_| EINVAL)?
+            .write(0, &[9; 8])?;
+        assert_eq!(buf[..8], [9; 8]);
+        // A DMA MR without the capability cannot copy.
+        let n = t.add_dma_nocopy(pd, Rights::LOCAL_WRITE)?;
+        let pn = t
+            .check(pd, n.stag(), Rights::LOCAL_WRITE, addr, 8)
+            .map_err(|_| EINVAL)?;
+        assert_eq!(pn.write(0, &[1; 8]), Err(EOPNOTSUPP));
+        t.remove(&dma);
+        t.remove(&g);
+        t.remove(&n);
+        buf.clear();
+        Ok(())
+    }
+
+    #[test]
     fn cyclic_indices() -> Result {
         let t = MemTable::new()?;
         let pd = PdId(0x40);
-        let a = t.add_dma(pd, Rights::LOCAL_WRITE)?;
+        let a = t.add_dma_nocopy(pd, Rights::LOCAL_WRITE)?;
         let ia = stag::stag_index(a.stag());
         t.remove(&a);
         // The next registration does not reuse the index just freed.
-        let b = t.add_dma(pd, Rights::LOCAL_WRITE)?;
+        let b = t.add_dma_nocopy(pd, Rights::LOCAL_WRITE)?;
         assert_ne!(stag::stag_index(b.stag()), ia);
         t.remove(&b);
         Ok(())
