@@ -15,6 +15,7 @@ use super::{
     attr::EventType,
     cq::QpToken,
     device::{
+        Device,
         Driver,
         VTable, //
     },
@@ -442,6 +443,28 @@ impl RecvWr {
     }
 }
 
+/// Returns the raw object pointer `p` as a `&Object` of `dev`, if it is set and of that device.
+///
+/// # Safety
+///
+/// `p` must be NULL or a live object of kind `K` that stays alive for `'a` (e.g. one that a
+/// QP or SRQ holds a use count on, for as long as that QP or SRQ is borrowed).
+pub(super) unsafe fn peer<'a, T: Driver, K: super::object::ObjectKind<T>>(
+    dev: &Device<T>,
+    p: *mut K::Raw,
+) -> Option<&'a super::object::Object<T, K>> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: Per the safety requirements `p` is live.
+    if unsafe { K::device(p) } != dev.as_raw() {
+        return None;
+    }
+    // SAFETY: `p` is an object of this device, hence an `Object<T, K>` created by this driver;
+    // the caller guarantees that it stays alive for `'a`.
+    Some(unsafe { super::object::Object::<T, K>::from_raw(p) })
+}
+
 impl<T: Driver> Qp<T> {
     /// Returns the QP number.
     pub fn qp_num(&self) -> u32 {
@@ -460,50 +483,28 @@ impl<T: Driver> Qp<T> {
         !unsafe { (*self.as_raw()).uobject }.is_null()
     }
 
-    /// Returns the raw object pointer `p` as a `&Object` of this QP's device, if it is set and
-    /// of the same device.
-    ///
-    /// # Safety
-    ///
-    /// `p` must be NULL or a live object of kind `K` that the QP holds a use count on.
-    unsafe fn peer<K: super::object::ObjectKind<T>>(
-        &self,
-        p: *mut K::Raw,
-    ) -> Option<&super::object::Object<T, K>> {
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: Per the safety requirements `p` is live.
-        if unsafe { K::device(p) } != self.device().as_raw() {
-            return None;
-        }
-        // SAFETY: `p` is an object of this device, hence an `Object<T, K>` created by this
-        // driver; ib_core keeps it alive (use count) until after the QP is destroyed.
-        Some(unsafe { super::object::Object::<T, K>::from_raw(p) })
-    }
-
     /// Returns the send CQ.
     pub fn send_cq(&self) -> Option<&Cq<T>> {
         // SAFETY: ib_core holds a use count on the QP's CQs for the QP's lifetime.
-        unsafe { self.peer::<super::object::CqKind>((*self.as_raw()).send_cq) }
+        unsafe { peer::<T, super::object::CqKind>(self.device(), (*self.as_raw()).send_cq) }
     }
 
     /// Returns the receive CQ.
     pub fn recv_cq(&self) -> Option<&Cq<T>> {
         // SAFETY: ib_core holds a use count on the QP's CQs for the QP's lifetime.
-        unsafe { self.peer::<super::object::CqKind>((*self.as_raw()).recv_cq) }
+        unsafe { peer::<T, super::object::CqKind>(self.device(), (*self.as_raw()).recv_cq) }
     }
 
     /// Returns the SRQ, if the QP uses one.
     pub fn srq(&self) -> Option<&Srq<T>> {
         // SAFETY: ib_core holds a use count on the QP's SRQ for the QP's lifetime.
-        unsafe { self.peer::<super::object::SrqKind>((*self.as_raw()).srq) }
+        unsafe { peer::<T, super::object::SrqKind>(self.device(), (*self.as_raw()).srq) }
     }
 
     /// Returns the PD.
     pub fn pd(&self) -> Option<&Pd<T>> {
         // SAFETY: ib_core holds a use count on the QP's PD for the QP's lifetime.
-        unsafe { self.peer::<super::object::PdKind>((*self.as_raw()).pd) }
+        unsafe { peer::<T, super::object::PdKind>(self.device(), (*self.as_raw()).pd) }
     }
 
     /// Reports an asynchronous event (e.g. [`EventType::QP_FATAL`]) to the QP's event handler.

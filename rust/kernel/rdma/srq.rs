@@ -11,6 +11,7 @@ use super::{
         VTable, //
     },
     object::{
+        Pd,
         RecvWr,
         Srq,
         SrqInitAttr, //
@@ -88,6 +89,13 @@ impl<T: Driver> Srq<T> {
     pub fn is_user(&self) -> bool {
         // SAFETY: By the type invariant the SRQ is live; `uobject` is set before creation.
         !unsafe { (*self.as_raw()).uobject }.is_null()
+    }
+
+    /// Returns the PD.
+    pub fn pd(&self) -> Option<&Pd<T>> {
+        // SAFETY: ib_core holds a use count on the SRQ's PD for the SRQ's lifetime
+        // (`ib_create_srq_user()` takes it, `ib_destroy_srq_user()` drops it after the destroy op).
+        unsafe { super::qp::peer::<T, super::object::PdKind>(self.device(), (*self.as_raw()).pd) }
     }
 
     /// Reports an asynchronous event (e.g. [`EventType::SRQ_LIMIT_REACHED`]) to the SRQ's event
