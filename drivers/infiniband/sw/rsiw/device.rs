@@ -502,7 +502,7 @@ impl Driver for RsiwDevice {
     }
 
     fn post_srq_recv<'a>(srq: &Srq<Self>, wr: &'a RecvWr) -> Result<(), PostError<'a, RecvWr>> {
-        srq.post_recv(wr)
+        RsiwSrq::post_recv(srq, wr)
     }
 
     fn get_dma_mr(

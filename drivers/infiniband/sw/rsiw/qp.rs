@@ -856,12 +856,10 @@ impl RsiwQp {
             QpState::Closing | QpState::Terminate => return Err((EINVAL, wr)),
             _ => {}
         }
+        let pd = qp_pd(qp).map_err(|e| (e, wr))?;
         let mut idx = this.rq_idx.lock();
         for w in wr.iter() {
-            let rqe = build_rqe(w, this.caps.rq_max_sge).map_err(|e| (e, w))?;
-            let n = usize::from(rqe.num_sge);
-            check_lkeys(qp, rqe.sge.get(..n).unwrap_or(&[]), Rights::LOCAL_WRITE)
-                .map_err(|e| (e, w))?;
+            let rqe = build_rqe(w, this.caps.rq_max_sge, qp.device(), pd).map_err(|e| (e, w))?;
             let put = idx.put;
             if rq.flags(put) != 0 {
                 return Err((ENOMEM, w));
@@ -916,8 +914,17 @@ impl RsiwQp {
     }
 }
 
-/// Builds a validated RQE from a kernel receive work request.
-pub(crate) fn build_rqe(w: &RecvWr, max_sge: u32) -> Result<Rqe> {
+/// Builds a validated RQE from a kernel receive work request posted to a QP or SRQ of `pd`:
+/// at most `max_sge` SGEs, each with an lkey of `pd` that grants local write
+/// ([`MemTable::check_lkey`]). Fails with `EINVAL`.
+///
+/// [`MemTable::check_lkey`]: crate::mem::MemTable::check_lkey
+pub(crate) fn build_rqe(
+    w: &RecvWr,
+    max_sge: u32,
+    dev: &Device<RsiwDevice>,
+    pd: PdId,
+) -> Result<Rqe> {
     let mut rqe = Rqe {
         id: w.wr_id(),
         opcode: wqe::rq_opcode(),
@@ -925,6 +932,12 @@ pub(crate) fn build_rqe(w: &RecvWr, max_sge: u32) -> Result<Rqe> {
     };
     rqe.num_sge = copy_sges(&mut rqe.sge, w.sges(max_sge)?)?;
     check_rqe(&rqe, max_sge).map_err(|_: Invalid| EINVAL)?;
+    let mem = dev.mem();
+    rqe.sge
+        .get(..usize::from(rqe.num_sge))
+        .ok_or(EINVAL)?
+        .iter()
+        .try_for_each(|s| mem.check_lkey(pd, s, Rights::LOCAL_WRITE))?;
     Ok(rqe)
 }
 

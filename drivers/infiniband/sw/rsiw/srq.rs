@@ -5,7 +5,10 @@
 
 use crate::{
     abi::UrespCreateSrq,
-    device::RsiwDevice,
+    device::{
+        self,
+        RsiwDevice, //
+    },
     limits,
     qp::build_rqe,
     ring::{
@@ -159,20 +162,27 @@ impl RsiwSrq {
         }
     }
 
-    /// Posts kernel receive work requests (`siw_post_srq_recv()`).
-    pub(crate) fn post_recv<'a>(&self, wr: &'a RecvWr) -> Result<(), PostError<'a, RecvWr>> {
-        if self.user {
+    /// Posts kernel receive work requests (`siw_post_srq_recv()`): each is validated like a QP's
+    /// receive (SGE count, lkeys of the SRQ's PD with local write) before it is queued; the first
+    /// bad one fails with `EINVAL` and is returned as `bad_wr`, the ones before it stay posted.
+    pub(crate) fn post_recv<'a>(
+        srq: &Srq<RsiwDevice>,
+        wr: &'a RecvWr,
+    ) -> Result<(), PostError<'a, RecvWr>> {
+        let this: &RsiwSrq = srq;
+        if this.user {
             return Err((EINVAL, wr));
         }
-        let mut st = self.state.lock();
+        let pd = srq.pd().map(device::pd_id).ok_or((EINVAL, wr))?;
+        let mut st = this.state.lock();
         for w in wr.iter() {
-            let rqe = build_rqe(w, self.max_sge).map_err(|e| (e, w))?;
+            let rqe = build_rqe(w, this.max_sge, srq.device(), pd).map_err(|e| (e, w))?;
             let put = st.put;
-            if self.ring.flags(put) != 0 {
+            if this.ring.flags(put) != 0 {
                 return Err((ENOMEM, w));
             }
-            self.ring.write(put, &rqe).map_err(|e| (e, w))?;
-            self.ring.publish16(put, flags::VALID).map_err(|e| (e, w))?;
+            this.ring.write(put, &rqe).map_err(|e| (e, w))?;
+            this.ring.publish16(put, flags::VALID).map_err(|e| (e, w))?;
             st.put = put.wrapping_add(1);
         }
         Ok(())
