@@ -731,7 +731,8 @@ impl RsiwQp {
                 Ok(())
             }
             QpState::Rts => {
-                for w in wr.iter() {
+                let mut queued = false;
+                let res = wr.iter().try_for_each(|w| {
                     let mut sqe = this.build_sqe(w).map_err(|e| (e, w))?;
                     check_send_keys(qp, w, &mut sqe).map_err(|e| (e, w))?;
                     let mut idx = this.sq_idx.lock();
@@ -744,9 +745,14 @@ impl RsiwQp {
                         .publish16(put, sqe.flags | flags::VALID)
                         .map_err(|e| (e, w))?;
                     idx.put = put.wrapping_add(1);
+                    queued = true;
+                    Ok(())
+                });
+                // The WRs before a bad one stay posted: they must go out too.
+                if queued {
+                    this.kick_tx();
                 }
-                this.kick_tx();
-                Ok(())
+                res
             }
             _ => Err((ENOTCONN, wr)),
         }
