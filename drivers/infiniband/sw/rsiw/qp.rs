@@ -179,6 +179,8 @@ const FLUSH_BOTH: Actions = Actions {
 /// Differences from `siw`, which silently ignores requests it cannot honour: moving from
 /// IDLE/RTR to CLOSING or TERMINATE, from RTS back to IDLE/RTR, from TERMINATE to anything but
 /// ERROR, and out of ERROR all fail with `EINVAL`; IDLE to ERROR flushes the send queue too.
+/// ERROR to CLOSING is the exception, a no-op as in `siw`: librdmacm's `rdma_disconnect()`
+/// asks for it (`IB_QPS_SQD`) on iWARP, also after the peer or an error closed the connection.
 pub(crate) fn next_state(
     cur: QpState,
     req: QpState,
@@ -219,7 +221,10 @@ pub(crate) fn next_state(
         (Closing, Closing) => Ok((Closing, none)),
         (Closing, _) => Err(ECONNABORTED),
         (Terminate, Terminate) => Ok((Terminate, none)),
-        (Error, Error) => Ok((Error, none)),
+        // ERROR is final. A graceful close requested in ERROR (`rdma_disconnect()` after the
+        // peer or a fatal error tore the connection down) has nothing left to do: a no-op,
+        // as in `siw`, which ignores every request in ERROR.
+        (Error, Error | Closing) => Ok((Error, none)),
         _ => Err(EINVAL),
     }
 }
@@ -1035,8 +1040,13 @@ mod tests {
                     assert!(matches!(r, Ok((QpState::Error, a)) if a == Actions::default()))
                 }
             }
-            if s != QpState::Error {
-                assert!(next_state(QpState::Error, s, true).is_err());
+            // Out of ERROR only a graceful close is accepted, as a no-op; the rest fail.
+            let out = next_state(QpState::Error, s, true);
+            match s {
+                QpState::Error | QpState::Closing => {
+                    assert!(matches!(out, Ok((QpState::Error, a)) if a == Actions::default()))
+                }
+                _ => assert!(out.is_err()),
             }
         }
     }
