@@ -155,6 +155,16 @@ pub struct RxParser<C: Crc32c> {
     err: Option<RxError>,
 }
 
+/// Copies `src` into `dst` from `at` on and returns the new fill level, or `None` (nothing
+/// copied) if it does not fit. Without a panic path: `copy_from_slice()` keeps a length
+/// assertion the compiler cannot always prove away.
+fn fill(dst: &mut [u8], at: usize, src: &[u8]) -> Option<usize> {
+    let end = at.checked_add(src.len())?;
+    let d = dst.get_mut(at..end)?;
+    d.iter_mut().zip(src).for_each(|(d, s)| *d = *s);
+    Some(end)
+}
+
 fn fail(code: TermCode, echo: TermEcho) -> RxError {
     RxError { code, echo }
 }
@@ -493,9 +503,10 @@ impl<C: Crc32c> RxParser<C> {
         let want = self.need.saturating_sub(self.have);
         let rest = input.get(*used..).unwrap_or(&[]);
         let n = want.min(rest.len());
-        let end = self.have.saturating_add(n);
-        if let (Some(d), Some(s)) = (self.hdr.get_mut(self.have..end), rest.get(..n)) {
-            d.copy_from_slice(s);
+        if let Some(end) = rest
+            .get(..n)
+            .and_then(|s| fill(&mut self.hdr, self.have, s))
+        {
             self.have = end;
             *used = used.saturating_add(n);
         }
@@ -597,11 +608,10 @@ impl<C: Crc32c> RxParser<C> {
                     let tneed = pad.saturating_add(CRC_LEN);
                     let rest = input.get(used..).unwrap_or(&[]);
                     let n = tneed.saturating_sub(self.tail_have).min(rest.len());
-                    let end = self.tail_have.saturating_add(n);
-                    if let (Some(d), Some(s)) =
-                        (self.tail.get_mut(self.tail_have..end), rest.get(..n))
+                    if let Some(end) = rest
+                        .get(..n)
+                        .and_then(|s| fill(&mut self.tail, self.tail_have, s))
                     {
-                        d.copy_from_slice(s);
                         self.tail_have = end;
                         used = used.saturating_add(n);
                     }
