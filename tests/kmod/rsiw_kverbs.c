@@ -8,9 +8,15 @@
  *  - creates and destroys every object type "cycles" times (PD with its DMA
  *    MR, CQ, RC QP, SRQ, fast-registration MR);
  *  - tries each invalid argument and checks its errno (and bad_wr for posts);
+ *  - with addr= set, connects two QPs over rdma_cm on that (local) address,
+ *    a listener and a client in this module, and checks post_send's argument
+ *    checks on the connected (RTS) client QP: the valid WRs before bad_wr
+ *    are delivered, the bad one is refused;
  *  - checks that work requests posted to a QP in ERROR complete with
- *    IB_WC_WR_FLUSH_ERR in order, that ib_drain_qp() returns, and that a CQ
- *    overflow raises IB_EVENT_CQ_ERR.
+ *    IB_WC_WR_FLUSH_ERR in order (a QP never connected and one that was),
+ *    that a graceful close asked in ERROR is a no-op (librdmacm's
+ *    rdma_disconnect() after the peer closed), that ib_drain_qp() returns,
+ *    and that a CQ overflow raises IB_EVENT_CQ_ERR.
  * It prints one line per check ("PASS name: ...", "FAIL name: ...",
  * "SKIP name: ...") and a summary line
  *   "rsiw_kverbs: summary: N passed, N failed, N skipped"
@@ -27,14 +33,23 @@
  *                limit (default EINVAL; the C siw answers ENOMEM)
  *   strict_lkey=1  a bad lkey accepted at post time fails instead of
  *                skipping (the C siw checks lkeys only when it processes a WR)
+ *   addr=A.B.C.D an IPv4 address of the device's netdev, for the connected
+ *                QP checks (default: none, they are skipped)
+ *   port=N       the TCP port of the loopback listener (default 7174)
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/completion.h>
+#include <linux/delay.h>
+#include <linux/inet.h>
 #include <linux/ktime.h>
 #include <linux/module.h>
 #include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/wait.h>
+#include <net/net_namespace.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
 
 static char *dev = "rsiw0";
 module_param(dev, charp, 0444);
@@ -52,6 +67,14 @@ MODULE_PARM_DESC(mr_limit_errno,
 static bool strict_lkey;
 module_param(strict_lkey, bool, 0444);
 MODULE_PARM_DESC(strict_lkey, "fail instead of skip when a bad lkey is accepted at post time");
+
+static char *addr = "";
+module_param(addr, charp, 0444);
+MODULE_PARM_DESC(addr, "IPv4 address of the device's netdev for the connected-QP checks (default: none, skipped)");
+
+static ushort port = 7174;
+module_param(port, ushort, 0444);
+MODULE_PARM_DESC(port, "TCP port of the rdma_cm loopback listener (default 7174)");
 
 struct kv {
 	struct ib_device *ibdev;
@@ -407,35 +430,51 @@ static int qp_to_error(struct ib_qp *qp)
 	return ib_modify_qp(qp, &attr, IB_QP_STATE);
 }
 
-static void bad_posts(struct kv *t, struct ib_pd *pd, struct ib_pd *pd2, struct ib_cq *scq,
-		      struct ib_cq *rcq)
+/* Posts receives to a QP or an SRQ: ib_post_recv() or ib_post_srq_recv(). */
+typedef int (*post_recv_fn)(void *obj, const struct ib_recv_wr *wr,
+			    const struct ib_recv_wr **bad);
+
+static int qp_post_recv(void *qp, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad)
+{
+	return ib_post_recv(qp, wr, bad);
+}
+
+static int srq_post_recv(void *srq, const struct ib_recv_wr *wr,
+			 const struct ib_recv_wr **bad)
+{
+	return ib_post_srq_recv(srq, wr, bad);
+}
+
+/*
+ * The receive checks of a QP or an SRQ of @pd (@what: "post_recv" or
+ * "post_srq_recv", the prefix of the check names): more than @max_sge SGEs
+ * (the second WR of a chain is bad), a bad lkey, an lkey of @pd2, and last
+ * an lkey of @pd, which is accepted.
+ */
+static noinline_for_stack void bad_recvs(struct kv *t, const char *what, post_recv_fn post,
+					 void *obj, u32 max_sge, struct ib_pd *pd,
+					 struct ib_pd *pd2)
 {
 	const struct ib_recv_wr *rbad;
-	const struct ib_send_wr *sbad;
 	struct ib_recv_wr rwr[2];
-	struct ib_send_wr swr[2];
 	struct ib_sge sge[8] = {};
-	struct ib_qp *qp;
-	u32 nsge;
+	char name[48];
 	int ret;
 
-	qp = new_qp(t, "post_setup", pd, scq, rcq);
-	if (!qp)
-		return;
-	nsge = min_t(u32, qp->device->attrs.max_recv_sge, ARRAY_SIZE(sge) - 1);
-
-	/* Too many SGEs on the receive queue: the second WR of a chain is bad. */
 	memset(rwr, 0, sizeof(rwr));
 	rwr[0].wr_id = 1;
 	rwr[0].next = &rwr[1];
 	rwr[1].wr_id = 2;
 	rwr[1].sg_list = sge;
-	rwr[1].num_sge = nsge + 1;
+	rwr[1].num_sge = min_t(u32, max_sge + 1, ARRAY_SIZE(sge));
 	rbad = NULL;
-	ret = ib_post_recv(qp, rwr, &rbad);
-	expect_post(t, "post_recv_too_many_sge", ret, -EINVAL, rbad, &rwr[1]);
+	ret = post(obj, rwr, &rbad);
+	snprintf(name, sizeof(name), "%s_too_many_sge", what);
+	if (max_sge + 1 > ARRAY_SIZE(sge))
+		kv_skip(t, name, "%u SGEs allowed", max_sge);
+	else
+		expect_post(t, name, ret, -EINVAL, rbad, &rwr[1]);
 
-	/* A bad lkey and an lkey of another PD on the receive queue. */
 	memset(rwr, 0, sizeof(rwr));
 	sge[0].addr = 0;
 	sge[0].length = 64;
@@ -444,18 +483,45 @@ static void bad_posts(struct kv *t, struct ib_pd *pd, struct ib_pd *pd2, struct 
 	rwr[0].sg_list = sge;
 	rwr[0].num_sge = 1;
 	rbad = NULL;
-	ret = ib_post_recv(qp, rwr, &rbad);
-	expect_lkey(t, "post_recv_bad_lkey", ret, rbad, &rwr[0]);
+	ret = post(obj, rwr, &rbad);
+	snprintf(name, sizeof(name), "%s_bad_lkey", what);
+	expect_lkey(t, name, ret, rbad, &rwr[0]);
 
 	sge[0].lkey = pd2->local_dma_lkey;
 	rwr[0].wr_id = 4;
 	rbad = NULL;
-	ret = ib_post_recv(qp, rwr, &rbad);
-	expect_lkey(t, "post_recv_wrong_pd_lkey", ret, rbad, &rwr[0]);
+	ret = post(obj, rwr, &rbad);
+	snprintf(name, sizeof(name), "%s_wrong_pd_lkey", what);
+	expect_lkey(t, name, ret, rbad, &rwr[0]);
+
+	sge[0].lkey = pd->local_dma_lkey;
+	rwr[0].wr_id = 5;
+	rbad = NULL;
+	ret = post(obj, rwr, &rbad);
+	snprintf(name, sizeof(name), "%s_own_pd", what);
+	if (ret)
+		kv_fail(t, name, "an SGE of its own PD: %d", ret);
+	else
+		kv_pass(t, name, "an SGE of its own PD is accepted");
+}
+
+static void bad_posts(struct kv *t, struct ib_pd *pd, struct ib_pd *pd2, struct ib_cq *scq,
+		      struct ib_cq *rcq)
+{
+	const struct ib_send_wr *sbad;
+	struct ib_send_wr swr[2];
+	struct ib_qp *qp;
+	int ret;
+
+	qp = new_qp(t, "post_setup", pd, scq, rcq);
+	if (!qp)
+		return;
+	bad_recvs(t, "post_recv", qp_post_recv, qp, qp->device->attrs.max_recv_sge, pd, pd2);
 
 	/*
 	 * post_send validates SGEs, lkeys and opcodes only on a connected QP
-	 * (RTS); before that it must refuse with ENOTCONN, as siw does.
+	 * (RTS, connected_posts()); before that it must refuse with ENOTCONN,
+	 * as siw does.
 	 */
 	memset(swr, 0, sizeof(swr));
 	swr[0].wr_id = 5;
@@ -464,9 +530,6 @@ static void bad_posts(struct kv *t, struct ib_pd *pd, struct ib_pd *pd2, struct 
 	sbad = NULL;
 	ret = ib_post_send(qp, swr, &sbad);
 	expect_post(t, "post_send_not_connected", ret, -ENOTCONN, sbad, &swr[0]);
-	kv_skip(t, "post_send_too_many_sge", "needs a connected (RTS) QP");
-	kv_skip(t, "post_send_bad_lkey", "needs a connected (RTS) QP");
-	kv_skip(t, "post_send_wrong_pd_lkey", "needs a connected (RTS) QP");
 
 	/* In ERROR an unknown opcode is still refused, not flushed. */
 	ret = qp_to_error(qp);
@@ -487,6 +550,52 @@ out:
 	ib_destroy_qp(qp);
 	drop_completions(scq);
 	drop_completions(rcq);
+}
+
+/* The same receive checks on an SRQ. */
+static void bad_srq_posts(struct kv *t, struct ib_pd *pd, struct ib_pd *pd2)
+{
+	struct ib_srq_init_attr sa;
+	struct ib_srq *srq;
+
+	srq_attr_init(&sa);
+	srq = ib_create_srq(pd, &sa);
+	if (IS_ERR(srq)) {
+		if (PTR_ERR(srq) == -EOPNOTSUPP)
+			kv_skip(t, "post_srq_recv", "the device has no SRQs");
+		else
+			kv_fail(t, "post_srq_recv", "ib_create_srq: %ld", PTR_ERR(srq));
+		return;
+	}
+	bad_recvs(t, "post_srq_recv", srq_post_recv, srq, sa.attr.max_sge, pd, pd2);
+	ib_destroy_srq(srq);
+}
+
+/*
+ * A graceful close asked for in ERROR (IB_QPS_SQD, what librdmacm's
+ * rdma_disconnect() does on iWARP, after the peer closed) is a no-op: it
+ * succeeds and the QP stays in ERROR.
+ */
+static void expect_close_noop(struct kv *t, const char *name, struct ib_qp *qp)
+{
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_SQD };
+	struct ib_qp_init_attr init;
+	int ret;
+
+	ret = ib_modify_qp(qp, &attr, IB_QP_STATE);
+	if (ret) {
+		kv_fail(t, name, "ib_modify_qp(SQD) in ERROR: %d, expected 0", ret);
+		return;
+	}
+	memset(&attr, 0, sizeof(attr));
+	ret = ib_query_qp(qp, &attr, IB_QP_STATE, &init);
+	if (ret)
+		kv_fail(t, name, "ib_query_qp: %d", ret);
+	else if (attr.qp_state != IB_QPS_ERR)
+		kv_fail(t, name, "state %d after SQD, expected ERROR (%d)", attr.qp_state,
+			IB_QPS_ERR);
+	else
+		kv_pass(t, name, "ib_modify_qp(SQD) in ERROR: 0, the QP stays in ERROR");
 }
 
 /* --- flush, drain and overflow ------------------------------------------ */
@@ -578,6 +687,7 @@ static void flush_in_error(struct kv *t, struct ib_pd *pd)
 	    expect_flushed(t, "flush_in_error", rcq, qp, 3, IB_WC_RECV, 100))
 		kv_pass(t, "flush_in_error",
 			"2 sends and 3 receives completed with IB_WC_WR_FLUSH_ERR, in order");
+	expect_close_noop(t, "close_in_error", qp);
 out_qp:
 	ib_destroy_qp(qp);
 out_cq:
@@ -700,6 +810,394 @@ out_cq:
 	ib_destroy_cq(cq);
 }
 
+/* --- a connected QP: rdma_cm loopback ----------------------------------- */
+
+#define KV_CM_TIMEOUT_MS 20000
+#define KV_CM_ERRORS							\
+	(BIT(RDMA_CM_EVENT_ADDR_ERROR) | BIT(RDMA_CM_EVENT_ROUTE_ERROR) |	\
+	 BIT(RDMA_CM_EVENT_CONNECT_ERROR) | BIT(RDMA_CM_EVENT_UNREACHABLE) |	\
+	 BIT(RDMA_CM_EVENT_REJECTED) | BIT(RDMA_CM_EVENT_DEVICE_REMOVAL))
+/* Receives the server posts before it accepts: one per zero-length Send. */
+#define KV_SRV_RECVS 8
+
+/*
+ * A listener and a client in this module, connected over rdma_cm to addr=:
+ * the client's QP is the connected QP under test, the server's receives what
+ * it sends. Each side has one CQ for sends and receives.
+ */
+struct kv_conn {
+	struct rdma_cm_id *listen, *cli, *srv;
+	struct ib_cq *cli_cq, *srv_cq;
+	wait_queue_head_t wq;
+	spinlock_t lock;		/* protects srv, cli, cli_ev and srv_ev */
+	unsigned long cli_ev, srv_ev;	/* the RDMA_CM_EVENT_* seen, as bits */
+};
+
+static int kv_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	struct kv_conn *c = id->context;
+	unsigned long flags;
+	int ret = 0;
+
+	spin_lock_irqsave(&c->lock, flags);
+	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		if (c->srv)
+			ret = 1;	/* one connection only: rdma_cm destroys this id */
+		else
+			c->srv = id;
+		c->srv_ev |= BIT(ev->event);
+	} else if (id == c->cli) {
+		c->cli_ev |= BIT(ev->event);
+	} else {
+		c->srv_ev |= BIT(ev->event);
+	}
+	spin_unlock_irqrestore(&c->lock, flags);
+	wake_up(&c->wq);
+	return ret;
+}
+
+/* Waits for event @ev on the client (@cli) or the server side; returns 0 or -ETIMEDOUT. */
+static int kv_cm_wait(struct kv_conn *c, bool cli, enum rdma_cm_event_type ev)
+{
+	unsigned long *seen = cli ? &c->cli_ev : &c->srv_ev;
+
+	wait_event_timeout(c->wq, READ_ONCE(*seen) & (BIT(ev) | KV_CM_ERRORS),
+			   msecs_to_jiffies(KV_CM_TIMEOUT_MS));
+	return READ_ONCE(*seen) & BIT(ev) ? 0 : -ETIMEDOUT;
+}
+
+static void kv_conn_teardown(struct kv_conn *c)
+{
+	/* As ULPs do: the QP first, then its id. */
+	if (c->cli) {
+		if (c->cli->qp)
+			rdma_destroy_qp(c->cli);
+		rdma_destroy_id(c->cli);
+	}
+	if (c->srv) {
+		if (c->srv->qp)
+			rdma_destroy_qp(c->srv);
+		rdma_destroy_id(c->srv);
+	}
+	if (c->listen)
+		rdma_destroy_id(c->listen);
+	if (!IS_ERR_OR_NULL(c->cli_cq))
+		ib_free_cq(c->cli_cq);
+	if (!IS_ERR_OR_NULL(c->srv_cq))
+		ib_free_cq(c->srv_cq);
+}
+
+/*
+ * Connects the pair: listen on addr:port, resolve and connect the client,
+ * accept with KV_SRV_RECVS zero-length receives posted. Reports "connect";
+ * returns 0 if the client QP is in RTS.
+ */
+static noinline_for_stack int kv_conn_setup(struct kv *t, struct kv_conn *c,
+					    struct ib_pd *pd)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1 };
+	struct ib_recv_wr rwr[KV_SRV_RECVS] = {};
+	const struct ib_recv_wr *rbad;
+	struct ib_qp_init_attr qa;
+	struct ib_qp_attr attr;
+	struct rdma_cm_id *id;
+	const char *step;
+	int i, ret;
+
+	init_waitqueue_head(&c->wq);
+	spin_lock_init(&c->lock);
+	if (!in4_pton(addr, -1, (u8 *)&sin.sin_addr.s_addr, -1, NULL)) {
+		kv_fail(t, "connect", "addr=%s is not an IPv4 address", addr);
+		return -EINVAL;
+	}
+	step = "ib_alloc_cq";
+	c->cli_cq = ib_alloc_cq(t->ibdev, NULL, 64, 0, IB_POLL_DIRECT);
+	c->srv_cq = ib_alloc_cq(t->ibdev, NULL, 64, 0, IB_POLL_DIRECT);
+	ret = PTR_ERR_OR_ZERO(c->cli_cq) ?: PTR_ERR_OR_ZERO(c->srv_cq);
+	if (ret)
+		goto fail;
+
+	step = "rdma_create_id(listener)";
+	id = rdma_create_id(&init_net, kv_cm_handler, c, RDMA_PS_TCP, IB_QPT_RC);
+	ret = PTR_ERR_OR_ZERO(id);
+	if (ret)
+		goto fail;
+	c->listen = id;
+	step = "rdma_bind_addr";
+	ret = rdma_bind_addr(c->listen, (struct sockaddr *)&sin);
+	if (ret)
+		goto fail;
+	step = "rdma_listen";
+	ret = rdma_listen(c->listen, 1);
+	if (ret)
+		goto fail;
+
+	step = "rdma_create_id(client)";
+	id = rdma_create_id(&init_net, kv_cm_handler, c, RDMA_PS_TCP, IB_QPT_RC);
+	ret = PTR_ERR_OR_ZERO(id);
+	if (ret)
+		goto fail;
+	spin_lock_irq(&c->lock);
+	c->cli = id;
+	spin_unlock_irq(&c->lock);
+	step = "rdma_resolve_addr";
+	ret = rdma_resolve_addr(c->cli, NULL, (struct sockaddr *)&sin, 5000) ?:
+	      kv_cm_wait(c, true, RDMA_CM_EVENT_ADDR_RESOLVED);
+	if (ret)
+		goto fail;
+	step = "rdma_resolve_route";
+	ret = rdma_resolve_route(c->cli, 5000) ?:
+	      kv_cm_wait(c, true, RDMA_CM_EVENT_ROUTE_RESOLVED);
+	if (ret)
+		goto fail;
+	step = "resolved device";
+	ret = -ENODEV;
+	if (c->cli->device != t->ibdev)
+		goto fail;
+	step = "rdma_create_qp(client)";
+	qp_attr_init(&qa, c->cli_cq, c->cli_cq);
+	ret = rdma_create_qp(c->cli, pd, &qa);
+	if (ret)
+		goto fail;
+	step = "rdma_connect";
+	ret = rdma_connect(c->cli, &cp) ?:
+	      kv_cm_wait(c, false, RDMA_CM_EVENT_CONNECT_REQUEST);
+	if (ret)
+		goto fail;
+
+	step = "rdma_create_qp(server)";
+	qp_attr_init(&qa, c->srv_cq, c->srv_cq);
+	ret = rdma_create_qp(c->srv, pd, &qa);
+	if (ret)
+		goto fail;
+	step = "ib_post_recv(server)";
+	for (i = 0; i < KV_SRV_RECVS; i++) {
+		rwr[i].wr_id = 1000 + i;
+		rwr[i].next = i + 1 < KV_SRV_RECVS ? &rwr[i + 1] : NULL;
+	}
+	ret = ib_post_recv(c->srv->qp, rwr, &rbad);
+	if (ret)
+		goto fail;
+	step = "rdma_accept";
+	rdma_lock_handler(c->srv);
+	ret = rdma_accept(c->srv, &cp);
+	rdma_unlock_handler(c->srv);
+	if (ret)
+		goto fail;
+	step = "ESTABLISHED";
+	ret = kv_cm_wait(c, false, RDMA_CM_EVENT_ESTABLISHED) ?:
+	      kv_cm_wait(c, true, RDMA_CM_EVENT_ESTABLISHED);
+	if (ret)
+		goto fail;
+
+	step = "ib_query_qp(client)";
+	ret = ib_query_qp(c->cli->qp, &attr, IB_QP_STATE, &qa);
+	if (ret)
+		goto fail;
+	if (attr.qp_state != IB_QPS_RTS) {
+		kv_fail(t, "connect", "client QP in state %d after ESTABLISHED, expected RTS",
+			attr.qp_state);
+		return -EINVAL;
+	}
+	kv_pass(t, "connect", "rdma_cm loopback on %pI4:%u, client QP in RTS", &sin.sin_addr,
+		port);
+	return 0;
+fail:
+	kv_fail(t, "connect", "%s: %d (client events %#lx, server events %#lx)", step, ret,
+		READ_ONCE(c->cli_ev), READ_ONCE(c->srv_ev));
+	return ret ?: -EINVAL;
+}
+
+/*
+ * Polls @cq until it has returned @n completions or 10 s have passed; checks
+ * that they succeeded with @op and wr_ids @first, @first + 1, ...
+ */
+static bool expect_success(struct kv *t, const char *name, struct ib_cq *cq, int n,
+			   enum ib_wc_opcode op, u64 first)
+{
+	unsigned long end = jiffies + 10 * HZ;
+	struct ib_wc wc;
+	int got = 0;
+
+	while (got < n && time_before(jiffies, end)) {
+		if (ib_poll_cq(cq, 1, &wc) < 1) {
+			usleep_range(10000, 20000);
+			continue;
+		}
+		if (wc.status != IB_WC_SUCCESS || wc.opcode != op || wc.wr_id != first + got ||
+		    wc.byte_len) {
+			kv_fail(t, name, "wc %d: status %d opcode %d wr_id %llu byte_len %u", got,
+				wc.status, wc.opcode, wc.wr_id, wc.byte_len);
+			return false;
+		}
+		got++;
+	}
+	if (got < n)
+		kv_fail(t, name, "%d of %d completions after 10 s", got, n);
+	return got == n;
+}
+
+/* Zero-length signaled Send @id with @next: the valid WR before a bad one. */
+static void good_send(struct ib_send_wr *wr, u64 id, struct ib_send_wr *next)
+{
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = id;
+	wr->opcode = IB_WR_SEND;
+	wr->send_flags = IB_SEND_SIGNALED;
+	wr->next = next;
+}
+
+/*
+ * post_send's argument checks on a connected QP. Each post is a chain of a
+ * valid zero-length Send and a bad WR: the post fails with EINVAL and bad_wr
+ * is the bad one, and the valid Sends reach the server. Then, in ERROR, work
+ * requests complete as flushed, a graceful close is a no-op, and the server
+ * sees the connection go.
+ */
+static noinline_for_stack void connected_posts(struct kv *t, struct ib_pd *pd, struct ib_pd *pd2)
+{
+	static const char *const names[] = {
+		"post_send_too_many_sge", "post_send_unknown_opcode_rts",
+		"post_send_inline_too_long", "post_send_bad_lkey", "post_send_wrong_pd_lkey",
+		"post_send_before_bad_wr", "post_send_flush_rts", "close_in_error_rts",
+		"disconnect_peer_closed",
+	};
+	struct kv_conn c = {};
+	const struct ib_send_wr *sbad;
+	struct ib_send_wr swr[2];
+	struct ib_sge sge[8] = {};
+	bool accepted_bad = false;
+	struct ib_qp *qp;
+	u32 nsge;
+	void *buf;
+	int i, ret, good = 0;
+
+	if (!*addr) {
+		for (i = 0; i < ARRAY_SIZE(names); i++)
+			kv_skip(t, names[i], "needs a connected (RTS) QP: no addr= given");
+		return;
+	}
+	buf = kzalloc(1024, GFP_KERNEL);
+	if (!buf) {
+		kv_fail(t, "connect", "no memory");
+		return;
+	}
+	if (kv_conn_setup(t, &c, pd))
+		goto out;
+	qp = c.cli->qp;
+	nsge = qp->device->attrs.max_send_sge;
+
+	/* More SGEs than the device's maximum. */
+	good_send(&swr[0], 10 + good, &swr[1]);
+	memset(&swr[1], 0, sizeof(swr[1]));
+	swr[1].wr_id = 90;
+	swr[1].opcode = IB_WR_SEND;
+	swr[1].sg_list = sge;
+	swr[1].num_sge = min_t(u32, nsge + 1, ARRAY_SIZE(sge));
+	sbad = NULL;
+	ret = ib_post_send(qp, swr, &sbad);
+	good++;
+	if (nsge + 1 > ARRAY_SIZE(sge))
+		kv_skip(t, names[0], "the device has %u send SGEs", nsge);
+	else
+		expect_post(t, names[0], ret, -EINVAL, sbad, &swr[1]);
+
+	/* An opcode that does not exist. */
+	good_send(&swr[0], 10 + good, &swr[1]);
+	memset(&swr[1], 0, sizeof(swr[1]));
+	swr[1].wr_id = 91;
+	swr[1].opcode = 0x7f;
+	sbad = NULL;
+	ret = ib_post_send(qp, swr, &sbad);
+	good++;
+	expect_post(t, names[1], ret, -EINVAL, sbad, &swr[1]);
+
+	/* Inline data longer than any device's inline limit (siw: 80 bytes). */
+	good_send(&swr[0], 10 + good, &swr[1]);
+	memset(&swr[1], 0, sizeof(swr[1]));
+	swr[1].wr_id = 92;
+	swr[1].opcode = IB_WR_SEND;
+	swr[1].send_flags = IB_SEND_INLINE;
+	swr[1].sg_list = sge;
+	swr[1].num_sge = 1;
+	sge[0].addr = (uintptr_t)buf;
+	sge[0].length = 1024;
+	sge[0].lkey = pd->local_dma_lkey;
+	sbad = NULL;
+	ret = ib_post_send(qp, swr, &sbad);
+	good++;
+	expect_post(t, names[2], ret, -EINVAL, sbad, &swr[1]);
+
+	/* A bad lkey, then an lkey of another PD, as send sources. */
+	good_send(&swr[0], 10 + good, &swr[1]);
+	memset(&swr[1], 0, sizeof(swr[1]));
+	swr[1].wr_id = 93;
+	swr[1].opcode = IB_WR_SEND;
+	swr[1].send_flags = IB_SEND_SIGNALED;
+	swr[1].sg_list = sge;
+	swr[1].num_sge = 1;
+	sge[0].length = 64;
+	sge[0].lkey = pd->local_dma_lkey ^ 0xff;
+	sbad = NULL;
+	ret = ib_post_send(qp, swr, &sbad);
+	good++;
+	accepted_bad |= !ret;
+	expect_lkey(t, names[3], ret, sbad, &swr[1]);
+
+	good_send(&swr[0], 10 + good, &swr[1]);
+	swr[1].wr_id = 94;
+	sge[0].lkey = pd2->local_dma_lkey;
+	sbad = NULL;
+	ret = ib_post_send(qp, swr, &sbad);
+	good++;
+	accepted_bad |= !ret;
+	expect_lkey(t, names[4], ret, sbad, &swr[1]);
+
+	/* The valid Sends before each bad_wr went out, in order. */
+	if (accepted_bad) {
+		kv_skip(t, names[5], "a bad lkey was accepted");
+		msleep(1000);	/* for the accepted bad WRs to fail */
+	} else if (expect_success(t, names[5], c.cli_cq, good, IB_WC_SEND, 10) &&
+		   expect_success(t, names[5], c.srv_cq, good, IB_WC_RECV, 1000)) {
+		kv_pass(t, names[5], "%d zero-length Sends completed on both sides, in order",
+			good);
+	}
+
+	/* In ERROR, a connected QP flushes what is posted; a close is a no-op. */
+	ret = qp_to_error(qp);
+	if (ret) {
+		kv_fail(t, names[6], "ib_modify_qp(ERR) in RTS: %d", ret);
+		goto out;
+	}
+	drop_completions(c.cli_cq);	/* what the modify flushed */
+	good_send(&swr[0], 20, &swr[1]);
+	good_send(&swr[1], 21, NULL);
+	sbad = NULL;
+	ret = ib_post_send(qp, swr, &sbad);
+	if (ret)
+		kv_fail(t, names[6], "ib_post_send in ERROR: %d", ret);
+	else if (expect_flushed(t, names[6], c.cli_cq, qp, 2, IB_WC_SEND, 20))
+		kv_pass(t, names[6], "2 sends completed with IB_WC_WR_FLUSH_ERR, in order");
+	expect_close_noop(t, names[7], qp);
+
+	/* The server sees the connection go, and may still disconnect. */
+	ret = kv_cm_wait(&c, false, RDMA_CM_EVENT_DISCONNECTED);
+	if (ret) {
+		kv_fail(t, names[8], "no DISCONNECTED on the server (events %#lx)",
+			READ_ONCE(c.srv_ev));
+	} else {
+		ret = rdma_disconnect(c.srv);
+		if (ret)
+			kv_fail(t, names[8], "rdma_disconnect after the peer closed: %d", ret);
+		else
+			kv_pass(t, names[8], "DISCONNECTED, then rdma_disconnect: 0");
+	}
+out:
+	kv_conn_teardown(&c);
+	kfree(buf);
+}
+
 /* --- the device --------------------------------------------------------- */
 
 static struct ib_device *found;
@@ -748,6 +1246,8 @@ static void run(struct kv *t)
 
 	bad_create(t, pd, scq, rcq);
 	bad_posts(t, pd, pd2, scq, rcq);
+	bad_srq_posts(t, pd, pd2);
+	connected_posts(t, pd, pd2);
 	flush_in_error(t, pd);
 	drain(t, pd, IB_POLL_DIRECT, "drain_qp_direct");
 	drain(t, pd, IB_POLL_SOFTIRQ, "drain_qp_softirq");
