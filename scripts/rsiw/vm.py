@@ -300,9 +300,44 @@ def default_smp(nvms: int) -> int:
     return 2 if nvms == 1 else 1
 
 
+def host_tsc_khz() -> int | None:
+    """The host's TSC frequency in kHz, if the host has a constant TSC of known
+    frequency. A TCG guest's TSC counts the host's TSC."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    flags = re.search(r"^flags\s*:(.*)$", info, re.M)
+    if not flags or not {"constant_tsc", "nonstop_tsc"} <= set(flags.group(1).split()):
+        return None
+    try:
+        dmesg = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        dmesg = ""
+    m = (re.findall(r"tsc: Refined TSC clocksource calibration: ([0-9.]+) MHz", dmesg)
+         or re.findall(r"tsc: Detected ([0-9.]+) MHz processor", dmesg))
+    if m:
+        return int(float(m[-1]) * 1000)
+    mhz = re.search(r"^cpu MHz\s*:\s*([0-9.]+)", info, re.M)
+    if mhz and "tsc_known_freq" in flags.group(1).split():
+        return int(float(mhz.group(1)) * 1000)
+    return None
+
+
+def tsc_kargs(accel: str, variant: str) -> list[str]:
+    """Under TCG the guest cannot calibrate its TSC (no HPET or PM timer
+    without ACPI, and the PIT calibration fails): it falls back to the jiffies
+    clocksource (4 ms resolution, no high-resolution timers) and perftest,
+    which needs the TSC frequency, prints no figures. Give it the frequency.
+    Default: the bench variant only ($RSIW_VM_TSC=1/0 overrides)."""
+    want = os.environ.get("RSIW_VM_TSC", "1" if variant == "bench" else "0") == "1"
+    khz = host_tsc_khz() if want and accel == "tcg" else None
+    return [f"tsc_early_khz={khz}", "tsc=reliable"] if khz else []
+
+
 def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
               mem: int, smp: int, console: list[str]) -> list[str]:
-    cmdline = " ".join([
+    cmdline = " ".join(tsc_kargs(accel, kernel.variant) + [
         "console=ttyS0,115200", "root=rsiwroot", "rootfstype=9p",
         "rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose",
         "ro", "init=/rsiw-boot", "panic=-1", "mitigations=off",
