@@ -363,7 +363,9 @@ def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
               "client": f"stream,id=n0,server=off,addr.type=inet,addr.host=127.0.0.1,addr.port={vm.port},reconnect-ms=200",
               }[vm.net]
         argv += ["-netdev", nd, "-device", f"virtio-net-pci,netdev=n0,mac={vm.mac}"]
-    return argv
+    # Extra QEMU options for debugging, e.g. RSIW_QEMU_ARGS=-perfmap to profile
+    # a TCG guest with the host's perf.
+    return argv + shlex.split(os.environ.get("RSIW_QEMU_ARGS", ""))
 
 
 def write_guest_env(vm: VM, vms: list[VM], out: Path, variant: str, extra: dict) -> None:
