@@ -240,6 +240,8 @@ pub(crate) struct Conn {
     pub(crate) qpn: u32,
     /// MPA CRC in use.
     pub(crate) crc: bool,
+    /// The ORD in use: 0 means no Read Request may be sent.
+    pub(crate) ord: u32,
     /// The kernel CRC32c.
     pub(crate) crc32c: KernelCrc32c,
     /// Set by [`Conn::stop`]: nothing runs any more.
@@ -305,8 +307,10 @@ impl Conn {
             p.initiator,
             p.rtr
         );
-        // An ORD of 0 would stall every Read forever; siw's IRQ always has a slot.
-        let ord = p.ord.clamp(1, ORQ_SIZE as u32);
+        // The negotiated ORD is at most the peer's IRD (MPA-11, RDMAP-07): never raise it, or
+        // the peer terminates with "IRQ exceeded". With ORD 0 a Read fails at once (as in siw)
+        // instead of waiting for a credit that never comes.
+        let ord = p.ord.min(ORQ_SIZE as u32);
         let ird = p.ird.min(limits::MAX_IRD);
         let shared = Shared {
             ord: KBox::new(OrdQueue::new(ord as u16), GFP_KERNEL)?,
@@ -336,6 +340,7 @@ impl Conn {
                 pd,
                 qpn,
                 crc: p.crc,
+                ord,
                 crc32c: KernelCrc32c,
                 stopped: AtomicBool::new(false),
                 tx_blocked: AtomicBool::new(false),

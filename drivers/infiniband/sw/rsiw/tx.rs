@@ -348,11 +348,13 @@ impl TxState {
     ) -> Result<Option<TxMsg>, Fatal> {
         let seg = |msg: TxMessage| Segmenter::new(msg, mulpdu).map_err(|_| Fatal::local(None));
         if let Some(kind) = self.rtr.take() {
-            let qn = match kind {
-                RtrKind::Read => QN_READ_REQ,
-                _ => QN_SEND,
+            // A zero-length Write is tagged: it consumes no MSN (taking one of QN 0 would make
+            // the ULP's first Send arrive with MSN 2, which the peer terminates, 1/2/03).
+            let msn = match kind {
+                RtrKind::Read => self.msn.take(QN_READ_REQ).ok_or(Fatal::local(None))?,
+                RtrKind::Send => self.msn.take(QN_SEND).ok_or(Fatal::local(None))?,
+                RtrKind::Write => 0,
             };
-            let msn = self.msn.take(qn).ok_or(Fatal::local(None))?;
             if kind == RtrKind::Read {
                 let req = Request::Read {
                     sink_stag: 1,
@@ -431,6 +433,10 @@ impl TxState {
         let dev = qp.device();
         match sqe.opcode {
             op::READ | op::READ_LOCAL_INV => {
+                if conn.ord == 0 {
+                    // We negotiated not to send Read Requests (siw: EINVAL, LOC_QP_OP_ERR).
+                    return Err(fail(status::LOC_QP_OP_ERR));
+                }
                 let sink = sqe.sge[0];
                 let size = if sqe.num_sge == 0 { 0 } else { sink.length };
                 let req = Request::Read {
