@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Resolve a host perf profile of a TCG guest to guest kernel functions.
+
+Boot the guest with perf maps and a fixed kernel address, then record its
+QEMU process with the host's perf:
+
+  RSIW_QEMU_ARGS=-perfmap scripts/rsiw/vm.py run --karg nokaslr ... &
+  perf record -F 2000 -o perf.data -p <pid of that QEMU> -- sleep 5
+  scripts/rsiw/tcg-prof.py perf.data [--variant bench] [--top 40]
+
+QEMU names every translated block "guest-0x<guest pc>"; this maps those to
+System.map and to rsiw.ko's symbols (loaded at the first module address,
+0xffffffffa0000000, when it is the first module; pass --module-base
+otherwise, from /sys/module/rsiw/sections/.text). Time QEMU spends in its
+own helpers and device emulation cannot be attributed to guest code and is
+listed separately."""
+import argparse
+import bisect
+import os
+import re
+import subprocess
+from pathlib import Path
+
+
+def symbols(build: Path, base: int) -> tuple[list[int], list[str]]:
+    syms = []
+    for line in (build / "System.map").read_text().splitlines():
+        f = line.split()
+        if len(f) >= 3 and f[1] in "tTwW":
+            syms.append((int(f[0], 16), f[2]))
+    ko = build / "drivers/infiniband/sw/rsiw/rsiw.ko"
+    nm = subprocess.run(["nm", "-n", "--defined-only", str(ko)],
+                        capture_output=True, text=True).stdout
+    for line in nm.splitlines():
+        f = line.split()
+        if len(f) >= 3 and f[1] in "tT":
+            syms.append((base + int(f[0], 16), "rsiw:" + f[2]))
+    syms.sort()
+    return [a for a, _ in syms], [n for _, n in syms]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("data")
+    ap.add_argument("--variant", default="bench")
+    ap.add_argument("--module-base", default="0xffffffffa0000000")
+    ap.add_argument("--top", type=int, default=40)
+    a = ap.parse_args()
+    cache = Path(os.environ.get("RSIW_CACHE", Path.home() / ".cache/rsiw"))
+    addrs, names = symbols(cache / f"build-{a.variant}", int(a.module_base, 16))
+    rep = subprocess.run(["perf", "report", "-i", a.data, "--no-children", "--sort", "sym",
+                          "--stdio"], capture_output=True, text=True, check=True).stdout
+    agg: dict[str, float] = {}
+    for line in rep.splitlines():
+        m = re.match(r"\s*([0-9.]+)%\s+\[.\]\s+(\S+)", line)
+        if not m:
+            continue
+        pct, sym = float(m.group(1)), m.group(2)
+        g = re.match(r"guest-0x([0-9a-f]+)$", sym)
+        if not g:
+            name = "(qemu: TCG helpers)" if sym.startswith("helper_") else "(qemu and host)"
+        elif int(g.group(1), 16) < 0xffff800000000000:
+            name = "(guest user space)"
+        else:
+            i = bisect.bisect_right(addrs, int(g.group(1), 16)) - 1
+            name = names[i] if i >= 0 else "(unknown guest kernel)"
+        agg[name] = agg.get(name, 0.0) + pct
+    for name, pct in sorted(agg.items(), key=lambda x: -x[1])[:a.top]:
+        print(f"{pct:6.2f}%  {name}")
+
+
+main()
