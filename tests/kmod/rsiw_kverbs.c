@@ -455,11 +455,20 @@ static noinline_for_stack void bad_recvs(struct kv *t, const char *what, post_re
 					 void *obj, u32 max_sge, struct ib_pd *pd,
 					 struct ib_pd *pd2)
 {
+	const struct {
+		const char *name;
+		u32 lkey;
+		bool ok;
+	} lkeys[] = {
+		{ "bad_lkey", pd->local_dma_lkey ^ 0xff, false },
+		{ "wrong_pd_lkey", pd2->local_dma_lkey, false },
+		{ "own_pd", pd->local_dma_lkey, true },
+	};
 	const struct ib_recv_wr *rbad;
 	struct ib_recv_wr rwr[2];
 	struct ib_sge sge[8] = {};
 	char name[48];
-	int ret;
+	int i, ret;
 
 	memset(rwr, 0, sizeof(rwr));
 	rwr[0].wr_id = 1;
@@ -475,34 +484,25 @@ static noinline_for_stack void bad_recvs(struct kv *t, const char *what, post_re
 	else
 		expect_post(t, name, ret, -EINVAL, rbad, &rwr[1]);
 
-	memset(rwr, 0, sizeof(rwr));
-	sge[0].addr = 0;
-	sge[0].length = 64;
-	sge[0].lkey = pd->local_dma_lkey ^ 0xff;	/* same index, wrong key */
-	rwr[0].wr_id = 3;
-	rwr[0].sg_list = sge;
-	rwr[0].num_sge = 1;
-	rbad = NULL;
-	ret = post(obj, rwr, &rbad);
-	snprintf(name, sizeof(name), "%s_bad_lkey", what);
-	expect_lkey(t, name, ret, rbad, &rwr[0]);
-
-	sge[0].lkey = pd2->local_dma_lkey;
-	rwr[0].wr_id = 4;
-	rbad = NULL;
-	ret = post(obj, rwr, &rbad);
-	snprintf(name, sizeof(name), "%s_wrong_pd_lkey", what);
-	expect_lkey(t, name, ret, rbad, &rwr[0]);
-
-	sge[0].lkey = pd->local_dma_lkey;
-	rwr[0].wr_id = 5;
-	rbad = NULL;
-	ret = post(obj, rwr, &rbad);
-	snprintf(name, sizeof(name), "%s_own_pd", what);
-	if (ret)
-		kv_fail(t, name, "an SGE of its own PD: %d", ret);
-	else
-		kv_pass(t, name, "an SGE of its own PD is accepted");
+	/* One SGE: a bad lkey (same index, wrong key), @pd2's, @pd's (accepted). */
+	for (i = 0; i < ARRAY_SIZE(lkeys); i++) {
+		memset(rwr, 0, sizeof(rwr));
+		sge[0].addr = 0;
+		sge[0].length = 64;
+		sge[0].lkey = lkeys[i].lkey;
+		rwr[0].wr_id = 3 + i;
+		rwr[0].sg_list = sge;
+		rwr[0].num_sge = 1;
+		rbad = NULL;
+		ret = post(obj, rwr, &rbad);
+		snprintf(name, sizeof(name), "%s_%s", what, lkeys[i].name);
+		if (!lkeys[i].ok)
+			expect_lkey(t, name, ret, rbad, &rwr[0]);
+		else if (ret)
+			kv_fail(t, name, "an SGE of its own PD: %d", ret);
+		else
+			kv_pass(t, name, "an SGE of its own PD is accepted");
+	}
 }
 
 static void bad_posts(struct kv *t, struct ib_pd *pd, struct ib_pd *pd2, struct ib_cq *scq,
@@ -1038,14 +1038,33 @@ static bool expect_success(struct kv *t, const char *name, struct ib_cq *cq, int
 	return got == n;
 }
 
-/* Zero-length signaled Send @id with @next: the valid WR before a bad one. */
-static void good_send(struct ib_send_wr *wr, u64 id, struct ib_send_wr *next)
+/* Send WR @id: @opcode, @flags, @nsge SGEs at @sge, then @next. */
+static void init_send(struct ib_send_wr *wr, u64 id, u32 opcode, int flags,
+		      struct ib_sge *sge, int nsge, struct ib_send_wr *next)
 {
 	memset(wr, 0, sizeof(*wr));
 	wr->wr_id = id;
-	wr->opcode = IB_WR_SEND;
-	wr->send_flags = IB_SEND_SIGNALED;
+	wr->opcode = opcode;
+	wr->send_flags = flags;
+	wr->sg_list = sge;
+	wr->num_sge = nsge;
 	wr->next = next;
+}
+
+/*
+ * Posts to @qp a valid zero-length Send (wr_id 10 + *@good) chained to @bad;
+ * returns the result, bad_wr in @sbad. A driver must post the Send whatever
+ * @bad is, so it counts in @good.
+ */
+static int post_after_good(struct ib_qp *qp, struct ib_send_wr *bad, int *good,
+			   const struct ib_send_wr **sbad)
+{
+	struct ib_send_wr first;
+
+	init_send(&first, 10 + *good, IB_WR_SEND, IB_SEND_SIGNALED, NULL, 0, bad);
+	(*good)++;
+	*sbad = NULL;
+	return ib_post_send(qp, &first, sbad);
 }
 
 /*
@@ -1065,7 +1084,7 @@ static noinline_for_stack void connected_posts(struct kv *t, struct ib_pd *pd, s
 	};
 	struct kv_conn c = {};
 	const struct ib_send_wr *sbad;
-	struct ib_send_wr swr[2];
+	struct ib_send_wr swr[2], bad;
 	struct ib_sge sge[8] = {};
 	bool accepted_bad = false;
 	struct ib_qp *qp;
@@ -1089,70 +1108,39 @@ static noinline_for_stack void connected_posts(struct kv *t, struct ib_pd *pd, s
 	nsge = qp->device->attrs.max_send_sge;
 
 	/* More SGEs than the device's maximum. */
-	good_send(&swr[0], 10 + good, &swr[1]);
-	memset(&swr[1], 0, sizeof(swr[1]));
-	swr[1].wr_id = 90;
-	swr[1].opcode = IB_WR_SEND;
-	swr[1].sg_list = sge;
-	swr[1].num_sge = min_t(u32, nsge + 1, ARRAY_SIZE(sge));
-	sbad = NULL;
-	ret = ib_post_send(qp, swr, &sbad);
-	good++;
+	init_send(&bad, 90, IB_WR_SEND, 0, sge, min_t(u32, nsge + 1, ARRAY_SIZE(sge)), NULL);
+	ret = post_after_good(qp, &bad, &good, &sbad);
 	if (nsge + 1 > ARRAY_SIZE(sge))
 		kv_skip(t, names[0], "the device has %u send SGEs", nsge);
 	else
-		expect_post(t, names[0], ret, -EINVAL, sbad, &swr[1]);
+		expect_post(t, names[0], ret, -EINVAL, sbad, &bad);
 
 	/* An opcode that does not exist. */
-	good_send(&swr[0], 10 + good, &swr[1]);
-	memset(&swr[1], 0, sizeof(swr[1]));
-	swr[1].wr_id = 91;
-	swr[1].opcode = 0x7f;
-	sbad = NULL;
-	ret = ib_post_send(qp, swr, &sbad);
-	good++;
-	expect_post(t, names[1], ret, -EINVAL, sbad, &swr[1]);
+	init_send(&bad, 91, 0x7f, 0, NULL, 0, NULL);
+	ret = post_after_good(qp, &bad, &good, &sbad);
+	expect_post(t, names[1], ret, -EINVAL, sbad, &bad);
 
 	/* Inline data longer than any device's inline limit (siw: 80 bytes). */
-	good_send(&swr[0], 10 + good, &swr[1]);
-	memset(&swr[1], 0, sizeof(swr[1]));
-	swr[1].wr_id = 92;
-	swr[1].opcode = IB_WR_SEND;
-	swr[1].send_flags = IB_SEND_INLINE;
-	swr[1].sg_list = sge;
-	swr[1].num_sge = 1;
 	sge[0].addr = (uintptr_t)buf;
 	sge[0].length = 1024;
 	sge[0].lkey = pd->local_dma_lkey;
-	sbad = NULL;
-	ret = ib_post_send(qp, swr, &sbad);
-	good++;
-	expect_post(t, names[2], ret, -EINVAL, sbad, &swr[1]);
+	init_send(&bad, 92, IB_WR_SEND, IB_SEND_INLINE, sge, 1, NULL);
+	ret = post_after_good(qp, &bad, &good, &sbad);
+	expect_post(t, names[2], ret, -EINVAL, sbad, &bad);
 
 	/* A bad lkey, then an lkey of another PD, as send sources. */
-	good_send(&swr[0], 10 + good, &swr[1]);
-	memset(&swr[1], 0, sizeof(swr[1]));
-	swr[1].wr_id = 93;
-	swr[1].opcode = IB_WR_SEND;
-	swr[1].send_flags = IB_SEND_SIGNALED;
-	swr[1].sg_list = sge;
-	swr[1].num_sge = 1;
 	sge[0].length = 64;
 	sge[0].lkey = pd->local_dma_lkey ^ 0xff;
-	sbad = NULL;
-	ret = ib_post_send(qp, swr, &sbad);
-	good++;
+	init_send(&bad, 93, IB_WR_SEND, IB_SEND_SIGNALED, sge, 1, NULL);
+	ret = post_after_good(qp, &bad, &good, &sbad);
 	accepted_bad |= !ret;
-	expect_lkey(t, names[3], ret, sbad, &swr[1]);
+	expect_lkey(t, names[3], ret, sbad, &bad);
 
-	good_send(&swr[0], 10 + good, &swr[1]);
-	swr[1].wr_id = 94;
 	sge[0].lkey = pd2->local_dma_lkey;
-	sbad = NULL;
-	ret = ib_post_send(qp, swr, &sbad);
-	good++;
+	init_send(&bad, 94, IB_WR_SEND, IB_SEND_SIGNALED, sge, 1, NULL);
+	ret = post_after_good(qp, &bad, &good, &sbad);
 	accepted_bad |= !ret;
-	expect_lkey(t, names[4], ret, sbad, &swr[1]);
+	expect_lkey(t, names[4], ret, sbad, &bad);
 
 	/* The valid Sends before each bad_wr went out, in order. */
 	if (accepted_bad) {
@@ -1171,8 +1159,8 @@ static noinline_for_stack void connected_posts(struct kv *t, struct ib_pd *pd, s
 		goto out;
 	}
 	drop_completions(c.cli_cq);	/* what the modify flushed */
-	good_send(&swr[0], 20, &swr[1]);
-	good_send(&swr[1], 21, NULL);
+	init_send(&swr[0], 20, IB_WR_SEND, IB_SEND_SIGNALED, NULL, 0, &swr[1]);
+	init_send(&swr[1], 21, IB_WR_SEND, IB_SEND_SIGNALED, NULL, 0, NULL);
 	sbad = NULL;
 	ret = ib_post_send(qp, swr, &sbad);
 	if (ret)
