@@ -29,6 +29,7 @@ PACKAGES=(
 	iproute2 iputils-ping kmod procps ethtool
 	iperf3 tcpdump strace
 	nvme-cli fio
+	nfs-kernel-server
 )
 
 # Bump when the recipe below changes in a way that needs a rebuild.
