@@ -226,6 +226,9 @@ pub(crate) struct Shared {
     /// The connection failed (our Terminate, a peer's Terminate, or a socket error): the TX
     /// work moves the QP to ERROR and aborts the connection.
     pub(crate) fatal: bool,
+    /// The completion status a peer's Terminate gives the oldest outstanding Read (the one
+    /// it refers to); the others are flushed.
+    pub(crate) peer_term: Option<u16>,
 }
 
 /// The data path of one connection.
@@ -319,6 +322,7 @@ impl Conn {
             irq: Fifo::new(ird.max(1) as usize)?,
             term: None,
             fatal: false,
+            peer_term: None,
         };
         let rxcfg = RxConfig {
             crc: p.crc,
@@ -474,8 +478,10 @@ impl Conn {
     pub(crate) fn flush_inflight(&self, qp: &Qp<RsiwDevice>, tx: &mut TxState) {
         tx.flush(qp);
         let mut reads = KVec::<OrqWr>::new();
+        let peer_term;
         {
             let mut sh = self.shared.lock();
+            peer_term = sh.peer_term.take();
             sh.ord.clear();
             while let Some(w) = sh.orq.pop() {
                 // Bounded by ORQ_SIZE; allocation failure only loses the flush completion.
@@ -483,9 +489,13 @@ impl Conn {
             }
             while sh.irq.pop().is_some() {}
         }
-        for w in reads.iter() {
+        for (i, w) in reads.iter().enumerate() {
             if let Some(id) = w.id {
-                RsiwQp::complete_sq(qp, id, w.opcode, status::WR_FLUSH_ERR, 0);
+                let st = match peer_term {
+                    Some(st) if i == 0 => st,
+                    _ => status::WR_FLUSH_ERR,
+                };
+                RsiwQp::complete_sq(qp, id, w.opcode, st, 0);
             }
         }
         let rqe = self.rx.lock().take_rqe();

@@ -55,7 +55,13 @@ use crate::{
             RdmapCode,
             TermCode,
             TermEcho,
-            Terminate, //
+            Terminate,
+            DDP_ETYPE_TAGGED,
+            DDP_ETYPE_UNTAGGED,
+            LAYER_DDP,
+            LAYER_RDMAP,
+            RDMAP_ETYPE_OPERATION,
+            RDMAP_ETYPE_PROTECTION, //
         },
         tx::sg_pieces,
     },
@@ -437,6 +443,7 @@ impl RxState {
                         c.etype,
                         c.ecode
                     );
+                    conn.shared.lock().peer_term = Some(peer_term_status(c));
                 }
                 return Err(None);
             }
@@ -579,4 +586,20 @@ pub(crate) fn rx_chunk(conn: ArcBorrow<'_, Conn>, qp: &Qp<RsiwDevice>, skb: &Skb
         Conn::kick(conn);
     }
     consumed
+}
+
+/// The completion status of the outstanding Read a peer's Terminate refers to: an access
+/// violation (RDMAP remote protection, DDP tagged buffer) is `REM_ACCESS_ERR`, a refused
+/// operation (RDMAP remote operation, DDP untagged buffer) `REM_INV_REQ_ERR`, anything else
+/// (catastrophic, LLP) `GENERAL_ERR`.
+fn peer_term_status(c: TermCode) -> u16 {
+    match (c.layer, c.etype) {
+        (LAYER_RDMAP, RDMAP_ETYPE_PROTECTION) | (LAYER_DDP, DDP_ETYPE_TAGGED) => {
+            status::REM_ACCESS_ERR
+        }
+        (LAYER_RDMAP, RDMAP_ETYPE_OPERATION) | (LAYER_DDP, DDP_ETYPE_UNTAGGED) => {
+            status::REM_INV_REQ_ERR
+        }
+        _ => status::GENERAL_ERR,
+    }
 }
