@@ -1,0 +1,33 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# rsiw-test: vms=2 a=rsiw b=siw timeout=600
+#
+# Data-path Terminate between rsiw (VM a) and the C siw (VM b), each VM the
+# responder in turn (tests/vm/py/term_access.py): an RDMA Read from a wrong
+# STag and past the end of a buffer, an RDMA Write to a wrong STag and to a
+# buffer without remote write access. The responder terminates (rsiw
+# generates the Terminate when it is the server, and acts on siw's when it is
+# the client); the requester sees IBV_WC_REM_ACCESS_ERR for the Read (siw as
+# requester flushes it instead: WR_FLUSH_ERR is accepted from siw only; the
+# Write may complete before the Terminate arrives), both QPs go to ERROR, the
+# server's posted receive is flushed (not checked on siw, which does not), and
+# both sides get DISCONNECTED. Any splat or kmemleak report fails the run.
+. /rsiw/tests/vm/lib.sh
+
+load_driver
+rsiw_up eth0
+publish ip "$RSIW_IP"
+barrier up
+wait_peer 30
+port=7900
+for srv in a b; do
+	ip=$(fetch "$srv" ip)
+	for check in read-stag read-oob write-stag write-ro; do
+		port=$((port + 1))
+		serve_client "term-$check-$srv" "$srv" "$port" \
+			"python3 /rsiw/tests/vm/py/term_access.py server $ip $port $check $RSIW_DRIVER" \
+			"python3 /rsiw/tests/vm/py/term_access.py client $ip $port $check $RSIW_DRIVER" 90
+	done
+done
+barrier done
+pass

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+#
+# Data-path Terminate: a tagged access the responder must refuse, over one
+# rdma_cm connection per check, checked on both sides.
+#
+#   term_access.py server ADDR PORT CHECK [siw]
+#   term_access.py client ADDR PORT CHECK [siw]
+#
+# The server registers a 4 KiB buffer (remote Read and Write, or remote Read
+# only for "write-ro"), posts one receive, and accepts with the buffer's
+# address and rkey as private data. The client then issues, signalled:
+#
+#   read-stag   an RDMA Read from a wrong STag (index + 1);
+#   read-oob    an RDMA Read running 64 bytes past the end of the buffer;
+#   write-stag  an RDMA Write to a wrong STag, then a Send;
+#   write-ro    an RDMA Write to the read-only buffer, then a Send.
+#
+# The responder must answer with a Terminate and go to ERROR. The client
+# must see IBV_WC_REM_ACCESS_ERR for the Read (with "siw", for the C siw as
+# client: WR_FLUSH_ERR is accepted too, as siw flushes its outstanding Reads
+# on a Terminate instead of reporting the peer's error; as server, siw does
+# not flush the posted receive, so that is checked on rsiw only), and for the
+# Write REM_ACCESS_ERR or SUCCESS (a Write completes once handed to TCP,
+# before the Terminate can arrive); then DISCONNECTED and its QP in ERROR. The server's
+# receive must be flushed (WR_FLUSH_ERR), never completed with data, and it
+# sees DISCONNECTED. Exits 0 on success, 1 with a message otherwise.
+
+import struct
+import sys
+
+import pyverbs.cm_enums as ce
+import pyverbs.enums as e
+from pyverbs.cmid import AddrInfo, CMEvent, CMEventChannel, CMID, ConnParam
+from pyverbs.qp import QPCap, QPInitAttr
+
+SIZE = 4096
+CHECKS = ('read-stag', 'read-oob', 'write-stag', 'write-ro')
+
+
+def fail(msg):
+    print(f'term_access: FAIL: {msg}', flush=True)
+    sys.exit(1)
+
+
+def log(msg):
+    print(f'term_access: {msg}', flush=True)
+
+
+def next_event(channel, want):
+    ev = CMEvent(channel)
+    got = ev.event_type
+    pd = bytes(ev.private_data or b'')
+    ev.ack_cm_event()
+    if got != want:
+        fail(f'expected event {want}, got {got}')
+    return pd
+
+
+def qp_attr():
+    return QPInitAttr(qp_type=e.IBV_QPT_RC,
+                      cap=QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1,
+                                max_recv_sge=1))
+
+
+def conn_param(pd=b''):
+    cp = ConnParam(resources=1, depth=1, qp_num=0, data_len=len(pd))
+    if pd:
+        cp.set_private_data(pd)
+    return cp
+
+
+def qp_state(cmid):
+    attr, _ = cmid.query_qp(e.IBV_QP_STATE)
+    return attr.qp_state
+
+
+def server(addr, port, check, siw=False):
+    ch = CMEventChannel()
+    cmid = CMID(creator=ch, port_space=ce.RDMA_PS_TCP)
+    ai = AddrInfo(src=addr, src_service=port, port_space=ce.RDMA_PS_TCP,
+                  flags=ce.RAI_PASSIVE)
+    cmid.bind_addr(ai)
+    cmid.listen()
+    log('listening')
+    ev = CMEvent(ch)
+    if ev.event_type != ce.RDMA_CM_EVENT_CONNECT_REQUEST:
+        fail(f'expected CONNECT_REQUEST, got {ev.event_type}')
+    child = CMID(creator=ev, listen_id=cmid)
+    ev.ack_cm_event()
+    child.create_qp(qp_attr())
+    buf = child.reg_read(SIZE) if check == 'write-ro' else child.reg_write(SIZE)
+    rbuf = child.reg_msgs(SIZE)
+    child.post_recv(rbuf, SIZE)
+    child.accept(conn_param(struct.pack('<QII', buf.buf, buf.rkey, SIZE)))
+    next_event(ch, ce.RDMA_CM_EVENT_ESTABLISHED)
+    log(f'established; buffer {buf.buf:#x} rkey {buf.rkey:#x}')
+    next_event(ch, ce.RDMA_CM_EVENT_DISCONNECTED)
+    log('disconnected')
+    if siw:
+        # siw does not flush a user QP's posted receive on a Terminate it sent.
+        log('siw: receive flush not checked')
+        return
+    wc = child.get_recv_comp()
+    if wc.status != e.IBV_WC_WR_FLUSH_ERR:
+        fail(f'receive completed with status {wc.status}, expected WR_FLUSH_ERR')
+    log('receive flushed')
+    st = qp_state(child)
+    if st != e.IBV_QPS_ERR:
+        fail(f'server QP state {st}, expected ERROR')
+    try:
+        child.disconnect()
+    except Exception as ex:  # pylint: disable=broad-except
+        log(f'disconnect after the peer closed: {ex}')
+
+
+def client(addr, port, check, siw=False):
+    ch = CMEventChannel()
+    cmid = CMID(creator=ch, port_space=ce.RDMA_PS_TCP)
+    ai = AddrInfo(dst=addr, dst_service=port, port_space=ce.RDMA_PS_TCP)
+    cmid.resolve_addr(ai)
+    next_event(ch, ce.RDMA_CM_EVENT_ADDR_RESOLVED)
+    cmid.resolve_route()
+    next_event(ch, ce.RDMA_CM_EVENT_ROUTE_RESOLVED)
+    cmid.create_qp(qp_attr())
+    local = cmid.reg_msgs(SIZE)
+    cmid.connect(conn_param())
+    pd = next_event(ch, ce.RDMA_CM_EVENT_ESTABLISHED)
+    raddr, rkey, size = struct.unpack('<QII', pd[:16])
+    log(f'established; remote buffer {raddr:#x} rkey {rkey:#x} size {size}')
+    bad_rkey = (rkey + 0x100) & 0xffffffff
+    sig = e.IBV_SEND_SIGNALED
+    if check == 'read-stag':
+        cmid.post_read(local, 64, raddr, bad_rkey, flags=sig)
+    elif check == 'read-oob':
+        cmid.post_read(local, 128, raddr + size - 64, rkey, flags=sig)
+    elif check == 'write-stag':
+        cmid.post_write(local, 64, raddr, bad_rkey, flags=sig)
+    else:
+        cmid.post_write(local, 64, raddr, rkey, flags=sig)
+    wc = cmid.get_send_comp()
+    log(f'{check}: completion status {wc.status} opcode {wc.opcode}')
+    if check.startswith('read'):
+        if siw and wc.status == e.IBV_WC_WR_FLUSH_ERR:
+            log('siw flushed the Read (it does not report the peer\'s Terminate)')
+        elif wc.status != e.IBV_WC_REM_ACCESS_ERR:
+            fail(f'Read completed with status {wc.status}, expected REM_ACCESS_ERR')
+    elif wc.status == e.IBV_WC_SUCCESS:
+        # A Write completes once handed to TCP, before the peer's Terminate
+        # can arrive (so would a Send posted right after it).
+        log(f'{check}: the Write completed when it was sent')
+    elif wc.status != e.IBV_WC_REM_ACCESS_ERR:
+        fail(f'Write completed with status {wc.status}, expected REM_ACCESS_ERR or SUCCESS')
+    next_event(ch, ce.RDMA_CM_EVENT_DISCONNECTED)
+    log('disconnected')
+    st = qp_state(cmid)
+    if st != e.IBV_QPS_ERR:
+        fail(f'client QP state {st}, expected ERROR')
+    try:
+        cmid.disconnect()
+    except Exception as ex:  # pylint: disable=broad-except
+        log(f'disconnect after the peer closed: {ex}')
+
+
+def main():
+    if len(sys.argv) not in (5, 6) or sys.argv[1] not in ('server', 'client') or \
+            sys.argv[4] not in CHECKS:
+        fail(f'usage: term_access.py server|client ADDR PORT {"|".join(CHECKS)} [siw]')
+    role, addr, port, check = sys.argv[1:5]
+    if role == 'server':
+        server(addr, port, check, sys.argv[5:] == ['siw'])
+    else:
+        client(addr, port, check, sys.argv[5:] == ['siw'])
+    log('ok')
+
+
+if __name__ == '__main__':
+    main()
