@@ -387,9 +387,11 @@ impl SendWr {
     /// Copies the data of an inline work request (`IB_SEND_INLINE`) into `dst` and returns its
     /// length.
     ///
-    /// For inline sends the SGE addresses are kernel virtual addresses (no lkey). Fails with
-    /// `EINVAL` if the WR is not inline, has more than `max_sge` SGEs, or its data does not fit
-    /// `dst`.
+    /// For inline sends the SGE addresses are kernel virtual addresses (no lkey), possibly on
+    /// the consumer's (vmalloc'ed) stack. Fails with `EINVAL` if the WR is not inline, has more
+    /// than `max_sge` SGEs, or its data does not fit `dst`, and with `EFAULT` if an SGE does not
+    /// name readable kernel memory (`copy_from_kernel_nofault()`: user addresses are refused and
+    /// faults are caught rather than oopsing).
     pub fn copy_inline(&self, dst: &mut [u8], max_sge: u32) -> Result<usize> {
         if self.send_flags() & send_flags::INLINE == 0 {
             return Err(EINVAL);
@@ -400,11 +402,19 @@ impl SendWr {
             let end = off.checked_add(len).ok_or(EINVAL)?;
             let d = dst.get_mut(off..end).ok_or(EINVAL)?;
             if len > 0 {
-                // SAFETY: For inline sends the consumer's contract is that `addr` is a kernel
-                // virtual address of `length` readable bytes, valid during the post.
-                let src =
-                    unsafe { core::slice::from_raw_parts(sge.addr as usize as *const u8, len) };
-                d.copy_from_slice(src);
+                // SAFETY: `d` is valid for writes of `len` bytes. The source is only read by
+                // `copy_from_kernel_nofault()`, which refuses addresses that are not kernel
+                // addresses and returns an error instead of faulting.
+                let r = unsafe {
+                    bindings::copy_from_kernel_nofault(
+                        d.as_mut_ptr().cast(),
+                        sge.addr as usize as *const core::ffi::c_void,
+                        len,
+                    )
+                };
+                if r != 0 {
+                    return Err(EFAULT);
+                }
             }
             off = end;
         }
