@@ -33,6 +33,8 @@
  *                limit (default EINVAL; the C siw answers ENOMEM)
  *   strict_lkey=1  a bad lkey accepted at post time fails instead of
  *                skipping (the C siw checks lkeys only when it processes a WR)
+ *   inline_fault=1  post inline data at a non-kernel address and expect
+ *                EFAULT (the C siw reads inline data directly and oopses)
  *   addr=A.B.C.D an IPv4 address of the device's netdev, for the connected
  *                QP checks (default: none, they are skipped)
  *   port=N       the TCP port of the loopback listener (default 7174)
@@ -67,6 +69,10 @@ MODULE_PARM_DESC(mr_limit_errno,
 static bool strict_lkey;
 module_param(strict_lkey, bool, 0444);
 MODULE_PARM_DESC(strict_lkey, "fail instead of skip when a bad lkey is accepted at post time");
+static bool inline_fault;
+module_param(inline_fault, bool, 0444);
+MODULE_PARM_DESC(inline_fault,
+		 "post inline data at a non-kernel address and expect EFAULT (siw oopses)");
 
 static char *addr = "";
 module_param(addr, charp, 0444);
@@ -1080,7 +1086,7 @@ static noinline_for_stack void connected_posts(struct kv *t, struct ib_pd *pd, s
 		"post_send_too_many_sge", "post_send_unknown_opcode_rts",
 		"post_send_inline_too_long", "post_send_bad_lkey", "post_send_wrong_pd_lkey",
 		"post_send_before_bad_wr", "post_send_flush_rts", "close_in_error_rts",
-		"disconnect_peer_closed",
+		"disconnect_peer_closed", "post_send_inline_bad_addr",
 	};
 	struct kv_conn c = {};
 	const struct ib_send_wr *sbad;
@@ -1128,7 +1134,22 @@ static noinline_for_stack void connected_posts(struct kv *t, struct ib_pd *pd, s
 	ret = post_after_good(qp, &bad, &good, &sbad);
 	expect_post(t, names[2], ret, -EINVAL, sbad, &bad);
 
+	/*
+	 * Inline data at an address that is not kernel memory: the post fails
+	 * with EFAULT instead of oopsing (siw reads the address directly).
+	 */
+	if (inline_fault) {
+		sge[0].addr = 0x10;
+		sge[0].length = 16;
+		init_send(&bad, 95, IB_WR_SEND, IB_SEND_INLINE, sge, 1, NULL);
+		ret = post_after_good(qp, &bad, &good, &sbad);
+		expect_post(t, names[9], ret, -EFAULT, sbad, &bad);
+	} else {
+		kv_skip(t, names[9], "inline_fault=0");
+	}
+
 	/* A bad lkey, then an lkey of another PD, as send sources. */
+	sge[0].addr = (uintptr_t)buf;
 	sge[0].length = 64;
 	sge[0].lkey = pd->local_dma_lkey ^ 0xff;
 	init_send(&bad, 93, IB_WR_SEND, IB_SEND_SIGNALED, sge, 1, NULL);

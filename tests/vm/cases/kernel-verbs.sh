@@ -37,7 +37,7 @@ modinfo rsiw_kverbs >/dev/null 2>&1 ||
 # failure). The C siw (tests/vm/run --driver siw, to check this test) checks
 # them only when it processes the WR, and answers ENOMEM (12) instead of
 # EINVAL for ib_alloc_mr above max_fast_reg_page_list_len.
-args=(mr_limit_errno=22 strict_lkey=1)
+args=(mr_limit_errno=22 strict_lkey=1 inline_fault=1)
 [ "$RSIW_DRIVER" = siw ] && args=(mr_limit_errno=12 strict_lkey=0)
 rc=0
 run modprobe rsiw_kverbs dev="$DEV" cycles="$cycles" addr=10.77.0.1 "${args[@]}" || rc=$?
@@ -62,7 +62,7 @@ done
 # rsiw checks lkeys at post time: these pass on rsiw (skip on siw).
 if [ "$RSIW_DRIVER" != siw ]; then
 	for c in post_send_bad_lkey post_send_wrong_pd_lkey post_send_before_bad_wr \
-		post_srq_recv_bad_lkey post_srq_recv_wrong_pd_lkey; do
+		post_srq_recv_bad_lkey post_srq_recv_wrong_pd_lkey post_send_inline_bad_addr; do
 		assert_match "$out" "PASS $c: " "$c"
 	done
 fi
