@@ -17,35 +17,16 @@ import sys
 
 import pyverbs.cm_enums as ce
 import pyverbs.enums as e
-from pyverbs.cmid import AddrInfo, CMEvent, CMEventChannel, CMID, ConnParam
-from pyverbs.qp import QPCap, QPInitAttr
+from pyverbs.cmid import ConnParam
 
+import cmutil
+from cmutil import fail, log, next_event
 
-def fail(msg):
-    print(f'cm_cycles: FAIL: {msg}', flush=True)
-    sys.exit(1)
-
-
-def next_event(channel, want, what):
-    ev = CMEvent(channel)
-    got = ev.event_type
-    if got != want:
-        ev.ack_cm_event()
-        fail(f'{what}: expected event {want}, got {got}')
-    return ev
+cmutil.NAME = 'cm_cycles'
 
 
 def qp_attr():
-    return QPInitAttr(qp_type=e.IBV_QPT_RC,
-                      cap=QPCap(max_send_wr=2, max_recv_wr=2, max_send_sge=1,
-                                max_recv_sge=1))
-
-
-def disconnect(cmid):
-    try:
-        cmid.disconnect()
-    except Exception:  # pylint: disable=broad-except
-        pass  # the peer closed first
+    return cmutil.qp_attr(wr=2, sge=1)
 
 
 def payload(i):
@@ -53,21 +34,14 @@ def payload(i):
 
 
 def server(addr, port, n):
-    ch = CMEventChannel()
-    lid = CMID(creator=ch, port_space=ce.RDMA_PS_TCP)
-    lid.bind_addr(AddrInfo(src=addr, src_service=port, port_space=ce.RDMA_PS_TCP,
-                           flags=ce.RAI_PASSIVE))
-    lid.listen(backlog=4)
-    print('cm_cycles: listening', flush=True)
+    ch, lid = cmutil.listen(addr, port, backlog=4)
     for i in range(n):
-        ev = next_event(ch, ce.RDMA_CM_EVENT_CONNECT_REQUEST, f'cycle {i}')
-        child = CMID(creator=ev, listen_id=lid)
-        ev.ack_cm_event()
+        child, _ = cmutil.get_request(ch, lid, f'cycle {i}')
         child.create_qp(qp_attr())
         buf = child.reg_msgs(64)
         child.post_recv(buf, 64)
         child.accept(ConnParam(resources=1, depth=1))
-        next_event(ch, ce.RDMA_CM_EVENT_ESTABLISHED, f'cycle {i}').ack_cm_event()
+        next_event(ch, ce.RDMA_CM_EVENT_ESTABLISHED, f'cycle {i}')
         wc = child.get_recv_comp()
         if wc.status != e.IBV_WC_SUCCESS or wc.byte_len != 16:
             fail(f'cycle {i}: receive status {wc.status} length {wc.byte_len}')
@@ -75,42 +49,35 @@ def server(addr, port, n):
         if data != payload(i):
             fail(f'cycle {i}: received {data!r}, expected {payload(i)!r}')
         if i % 2:
-            disconnect(child)
-        next_event(ch, ce.RDMA_CM_EVENT_DISCONNECTED, f'cycle {i}').ack_cm_event()
+            cmutil.disconnect_after_peer(child, quiet=True)
+        next_event(ch, ce.RDMA_CM_EVENT_DISCONNECTED, f'cycle {i}')
         if not i % 2:
-            disconnect(child)
+            cmutil.disconnect_after_peer(child, quiet=True)
         buf.close()
         child.close()
-    print(f'cm_cycles: {n} connections served', flush=True)
+    log(f'{n} connections served')
 
 
 def client(addr, port, n):
     for i in range(n):
-        ch = CMEventChannel()
-        cmid = CMID(creator=ch, port_space=ce.RDMA_PS_TCP)
-        cmid.resolve_addr(AddrInfo(dst=addr, dst_service=port,
-                                   port_space=ce.RDMA_PS_TCP))
-        next_event(ch, ce.RDMA_CM_EVENT_ADDR_RESOLVED, f'cycle {i}').ack_cm_event()
-        cmid.resolve_route()
-        next_event(ch, ce.RDMA_CM_EVENT_ROUTE_RESOLVED, f'cycle {i}').ack_cm_event()
-        cmid.create_qp(qp_attr())
+        ch, cmid = cmutil.resolve(addr, port, qp_attr())
         buf = cmid.reg_msgs(64)
         buf.write(payload(i), 16)
         cmid.connect(ConnParam(resources=1, depth=1))
-        next_event(ch, ce.RDMA_CM_EVENT_ESTABLISHED, f'cycle {i}').ack_cm_event()
+        next_event(ch, ce.RDMA_CM_EVENT_ESTABLISHED, f'cycle {i}')
         cmid.post_send(buf, flags=e.IBV_SEND_SIGNALED, length=16)
         wc = cmid.get_send_comp()
         if wc.status != e.IBV_WC_SUCCESS:
             fail(f'cycle {i}: send status {wc.status}')
         if not i % 2:
-            disconnect(cmid)
-        next_event(ch, ce.RDMA_CM_EVENT_DISCONNECTED, f'cycle {i}').ack_cm_event()
+            cmutil.disconnect_after_peer(cmid, quiet=True)
+        next_event(ch, ce.RDMA_CM_EVENT_DISCONNECTED, f'cycle {i}')
         if i % 2:
-            disconnect(cmid)
+            cmutil.disconnect_after_peer(cmid, quiet=True)
         buf.close()
         cmid.close()
         ch.close()
-    print(f'cm_cycles: {n} connections made', flush=True)
+    log(f'{n} connections made')
 
 
 def main():
@@ -118,7 +85,7 @@ def main():
         fail('usage: cm_cycles.py server|client ADDR PORT N')
     role, addr, port, n = sys.argv[1:]
     (server if role == 'server' else client)(addr, port, int(n))
-    print('cm_cycles: ok', flush=True)
+    log('ok')
 
 
 if __name__ == '__main__':

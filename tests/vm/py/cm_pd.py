@@ -16,100 +16,52 @@
 import sys
 
 import pyverbs.cm_enums as ce
-import pyverbs.enums as e
-from pyverbs.cmid import AddrInfo, CMEvent, CMEventChannel, CMID, ConnParam
-from pyverbs.qp import QPCap, QPInitAttr
+
+import cmutil
+from cmutil import conn_param, fail, log, next_event, qp_attr
+
+cmutil.NAME = 'cm_pd'
 
 CLIENT_PD = b'rsiw client private data \x00\x01\xfe\xff' + bytes(range(64))
 SERVER_PD = b'rsiw server private data' + bytes(range(200, 256))
 REJECT_PD = b'rsiw: rejected on purpose'
 
 
-def fail(msg):
-    print(f'cm_pd: FAIL: {msg}', flush=True)
-    sys.exit(1)
-
-
-def next_event(channel, want):
-    ev = CMEvent(channel)
-    got = ev.event_type
-    pd = bytes(ev.private_data or b'')
-    ev.ack_cm_event()
-    if got != want:
-        fail(f'expected event {want}, got {got}')
-    return ev, pd
-
-
-def qp_attr():
-    return QPInitAttr(qp_type=e.IBV_QPT_RC,
-                      cap=QPCap(max_send_wr=4, max_recv_wr=4))
-
-
-def conn_param(pd):
-    # The length is fixed at construction; set_private_data() copies the bytes.
-    cp = ConnParam(resources=1, depth=1, qp_num=0, data_len=len(pd))
-    cp.set_private_data(pd)
-    return cp
-
-
 def server(addr, port, mode):
-    ch = CMEventChannel()
-    cmid = CMID(creator=ch, port_space=ce.RDMA_PS_TCP)
-    ai = AddrInfo(src=addr, src_service=port, port_space=ce.RDMA_PS_TCP,
-                  flags=ce.RAI_PASSIVE)
-    cmid.bind_addr(ai)
-    cmid.listen()
-    print('cm_pd: listening', flush=True)
-    ev = CMEvent(ch)
-    if ev.event_type != ce.RDMA_CM_EVENT_CONNECT_REQUEST:
-        fail(f'expected CONNECT_REQUEST, got {ev.event_type}')
-    pd = bytes(ev.private_data or b'')
-    child = CMID(creator=ev, listen_id=cmid)
-    ev.ack_cm_event()
+    ch, lid = cmutil.listen(addr, port)
+    child, pd = cmutil.get_request(ch, lid)
     if pd[:len(CLIENT_PD)] != CLIENT_PD:
         fail(f'request private data {pd!r}, expected {CLIENT_PD!r}')
-    print(f'cm_pd: request with {len(pd)} bytes of private data', flush=True)
+    log(f'request with {len(pd)} bytes of private data')
     if mode == 'reject':
         child.reject(REJECT_PD)
-        print('cm_pd: rejected', flush=True)
+        log('rejected')
         return
     child.create_qp(qp_attr())
     child.accept(conn_param(SERVER_PD))
     next_event(ch, ce.RDMA_CM_EVENT_ESTABLISHED)
-    print('cm_pd: established', flush=True)
+    log('established')
     child.disconnect()
     next_event(ch, ce.RDMA_CM_EVENT_DISCONNECTED)
-    print('cm_pd: disconnected', flush=True)
+    log('disconnected')
 
 
 def client(addr, port, mode):
-    ch = CMEventChannel()
-    cmid = CMID(creator=ch, port_space=ce.RDMA_PS_TCP)
-    ai = AddrInfo(dst=addr, dst_service=port, port_space=ce.RDMA_PS_TCP)
-    cmid.resolve_addr(ai)
-    next_event(ch, ce.RDMA_CM_EVENT_ADDR_RESOLVED)
-    cmid.resolve_route()
-    next_event(ch, ce.RDMA_CM_EVENT_ROUTE_RESOLVED)
-    cmid.create_qp(qp_attr())
+    ch, cmid = cmutil.resolve(addr, port, qp_attr())
     cmid.connect(conn_param(CLIENT_PD))
     if mode == 'reject':
-        _, pd = next_event(ch, ce.RDMA_CM_EVENT_REJECTED)
+        pd = next_event(ch, ce.RDMA_CM_EVENT_REJECTED)
         if pd[:len(REJECT_PD)] != REJECT_PD:
             fail(f'reject private data {pd!r}, expected {REJECT_PD!r}')
-        print(f'cm_pd: rejected with {len(pd)} bytes of private data', flush=True)
+        log(f'rejected with {len(pd)} bytes of private data')
         return
-    _, pd = next_event(ch, ce.RDMA_CM_EVENT_ESTABLISHED)
+    pd = next_event(ch, ce.RDMA_CM_EVENT_ESTABLISHED)
     if pd[:len(SERVER_PD)] != SERVER_PD:
         fail(f'reply private data {pd!r}, expected {SERVER_PD!r}')
-    print(f'cm_pd: established with {len(pd)} bytes of private data', flush=True)
+    log(f'established with {len(pd)} bytes of private data')
     next_event(ch, ce.RDMA_CM_EVENT_DISCONNECTED)
-    # librdmacm moves the QP to SQD first; rsiw refuses that out of ERROR (siw
-    # ignores it), so the call may fail with EINVAL after the peer closed.
-    try:
-        cmid.disconnect()
-    except Exception as ex:  # pylint: disable=broad-except
-        print(f'cm_pd: disconnect after the peer closed: {ex}', flush=True)
-    print('cm_pd: disconnected', flush=True)
+    cmutil.disconnect_after_peer(cmid)
+    log('disconnected')
 
 
 def main():
@@ -118,7 +70,7 @@ def main():
         fail('usage: cm_pd.py server|client ADDR PORT accept|reject')
     role, addr, port, mode = sys.argv[1:]
     (server if role == 'server' else client)(addr, port, mode)
-    print('cm_pd: ok', flush=True)
+    log('ok')
 
 
 if __name__ == '__main__':

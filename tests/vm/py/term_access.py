@@ -31,43 +31,18 @@ import sys
 
 import pyverbs.cm_enums as ce
 import pyverbs.enums as e
-from pyverbs.cmid import AddrInfo, CMEvent, CMEventChannel, CMID, ConnParam
-from pyverbs.qp import QPCap, QPInitAttr
+
+import cmutil
+from cmutil import conn_param, fail, log, next_event
+
+cmutil.NAME = 'term_access'
 
 SIZE = 4096
 CHECKS = ('read-stag', 'read-oob', 'write-stag', 'write-ro')
 
 
-def fail(msg):
-    print(f'term_access: FAIL: {msg}', flush=True)
-    sys.exit(1)
-
-
-def log(msg):
-    print(f'term_access: {msg}', flush=True)
-
-
-def next_event(channel, want):
-    ev = CMEvent(channel)
-    got = ev.event_type
-    pd = bytes(ev.private_data or b'')
-    ev.ack_cm_event()
-    if got != want:
-        fail(f'expected event {want}, got {got}')
-    return pd
-
-
 def qp_attr():
-    return QPInitAttr(qp_type=e.IBV_QPT_RC,
-                      cap=QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1,
-                                max_recv_sge=1))
-
-
-def conn_param(pd=b''):
-    cp = ConnParam(resources=1, depth=1, qp_num=0, data_len=len(pd))
-    if pd:
-        cp.set_private_data(pd)
-    return cp
+    return cmutil.qp_attr(wr=4, sge=1)
 
 
 def qp_state(cmid):
@@ -76,18 +51,8 @@ def qp_state(cmid):
 
 
 def server(addr, port, check, siw=False):
-    ch = CMEventChannel()
-    cmid = CMID(creator=ch, port_space=ce.RDMA_PS_TCP)
-    ai = AddrInfo(src=addr, src_service=port, port_space=ce.RDMA_PS_TCP,
-                  flags=ce.RAI_PASSIVE)
-    cmid.bind_addr(ai)
-    cmid.listen()
-    log('listening')
-    ev = CMEvent(ch)
-    if ev.event_type != ce.RDMA_CM_EVENT_CONNECT_REQUEST:
-        fail(f'expected CONNECT_REQUEST, got {ev.event_type}')
-    child = CMID(creator=ev, listen_id=cmid)
-    ev.ack_cm_event()
+    ch, lid = cmutil.listen(addr, port)
+    child, _ = cmutil.get_request(ch, lid)
     child.create_qp(qp_attr())
     buf = child.reg_read(SIZE) if check == 'write-ro' else child.reg_write(SIZE)
     rbuf = child.reg_msgs(SIZE)
@@ -108,21 +73,11 @@ def server(addr, port, check, siw=False):
     st = qp_state(child)
     if st != e.IBV_QPS_ERR:
         fail(f'server QP state {st}, expected ERROR')
-    try:
-        child.disconnect()
-    except Exception as ex:  # pylint: disable=broad-except
-        log(f'disconnect after the peer closed: {ex}')
+    cmutil.disconnect_after_peer(child)
 
 
 def client(addr, port, check, siw=False):
-    ch = CMEventChannel()
-    cmid = CMID(creator=ch, port_space=ce.RDMA_PS_TCP)
-    ai = AddrInfo(dst=addr, dst_service=port, port_space=ce.RDMA_PS_TCP)
-    cmid.resolve_addr(ai)
-    next_event(ch, ce.RDMA_CM_EVENT_ADDR_RESOLVED)
-    cmid.resolve_route()
-    next_event(ch, ce.RDMA_CM_EVENT_ROUTE_RESOLVED)
-    cmid.create_qp(qp_attr())
+    ch, cmid = cmutil.resolve(addr, port, qp_attr())
     local = cmid.reg_msgs(SIZE)
     cmid.connect(conn_param())
     pd = next_event(ch, ce.RDMA_CM_EVENT_ESTABLISHED)
@@ -160,10 +115,7 @@ def client(addr, port, check, siw=False):
     st = qp_state(cmid)
     if st != e.IBV_QPS_ERR:
         fail(f'client QP state {st}, expected ERROR')
-    try:
-        cmid.disconnect()
-    except Exception as ex:  # pylint: disable=broad-except
-        log(f'disconnect after the peer closed: {ex}')
+    cmutil.disconnect_after_peer(cmid)
 
 
 def main():

@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Shared rdma_cm (iWARP) helpers for the pyverbs test scripts in this
+# directory: messages, event checks, QP and connection parameters, and the
+# listener and client set-up every script repeats.
+#
+# A script sets NAME (its message prefix) before calling anything here.
+
+import sys
+
+import pyverbs.cm_enums as ce
+import pyverbs.enums as e
+from pyverbs.cmid import AddrInfo, CMEvent, CMEventChannel, CMID, ConnParam
+from pyverbs.qp import QPCap, QPInitAttr
+
+NAME = 'cmutil'
+
+
+def log(msg):
+    print(f'{NAME}: {msg}', flush=True)
+
+
+def fail(msg):
+    log(f'FAIL: {msg}')
+    sys.exit(1)
+
+
+def next_event(channel, want, what=None):
+    """Waits for the next event on channel, acks it and fails unless it is
+    want. Returns the event's private data."""
+    ev = CMEvent(channel)
+    got = ev.event_type
+    pd = bytes(ev.private_data or b'')
+    ev.ack_cm_event()
+    if got != want:
+        fail(f'{what + ": " if what else ""}expected event {want}, got {got}')
+    return pd
+
+
+def qp_attr(wr=4, sge=None):
+    """RC QP attributes with wr send and receive WRs (and sge SGEs each if
+    given)."""
+    cap = QPCap(max_send_wr=wr, max_recv_wr=wr)
+    if sge is not None:
+        cap = QPCap(max_send_wr=wr, max_recv_wr=wr, max_send_sge=sge,
+                    max_recv_sge=sge)
+    return QPInitAttr(qp_type=e.IBV_QPT_RC, cap=cap)
+
+
+def conn_param(pd=b''):
+    # The length is fixed at construction; set_private_data() copies the bytes.
+    cp = ConnParam(resources=1, depth=1, qp_num=0, data_len=len(pd))
+    if pd:
+        cp.set_private_data(pd)
+    return cp
+
+
+def listen(addr, port, backlog=None):
+    """Binds a listener to addr:port. Returns (channel, cm_id)."""
+    ch = CMEventChannel()
+    lid = CMID(creator=ch, port_space=ce.RDMA_PS_TCP)
+    lid.bind_addr(AddrInfo(src=addr, src_service=port, port_space=ce.RDMA_PS_TCP,
+                           flags=ce.RAI_PASSIVE))
+    if backlog is None:
+        lid.listen()
+    else:
+        lid.listen(backlog=backlog)
+    log('listening')
+    return ch, lid
+
+
+def get_request(ch, lid, what=None):
+    """Waits for a CONNECT_REQUEST on the listener. Returns (child cm_id,
+    the request's private data)."""
+    ev = CMEvent(ch)
+    if ev.event_type != ce.RDMA_CM_EVENT_CONNECT_REQUEST:
+        got = ev.event_type
+        ev.ack_cm_event()
+        fail(f'{what + ": " if what else ""}expected CONNECT_REQUEST, got {got}')
+    pd = bytes(ev.private_data or b'')
+    child = CMID(creator=ev, listen_id=lid)
+    ev.ack_cm_event()
+    return child, pd
+
+
+def resolve(addr, port, attr):
+    """Resolves the address and route of addr:port on a new cm_id and creates
+    its QP with attr. Returns (channel, cm_id), ready to connect."""
+    ch = CMEventChannel()
+    cmid = CMID(creator=ch, port_space=ce.RDMA_PS_TCP)
+    cmid.resolve_addr(AddrInfo(dst=addr, dst_service=port,
+                               port_space=ce.RDMA_PS_TCP))
+    next_event(ch, ce.RDMA_CM_EVENT_ADDR_RESOLVED)
+    cmid.resolve_route()
+    next_event(ch, ce.RDMA_CM_EVENT_ROUTE_RESOLVED)
+    cmid.create_qp(attr)
+    return ch, cmid
+
+
+def disconnect_after_peer(cmid, quiet=False):
+    """rdma_disconnect() once the peer may have closed: librdmacm moves the QP
+    to SQD first, which a QP in ERROR may refuse; that is not an error here."""
+    try:
+        cmid.disconnect()
+    except Exception as ex:  # pylint: disable=broad-except
+        if not quiet:
+            log(f'disconnect after the peer closed: {ex}')
