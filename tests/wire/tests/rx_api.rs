@@ -5,27 +5,39 @@
 //!
 //! The kernel RX engine does not take `RxEvent::Payload`: once a segment
 //! header is in, it copies `payload_remaining()` bytes from the skb straight
-//! into memory region pages and hands the placed bytes to
-//! `consume_payload()` for the CRC. These tests drive that path.
+//! into memory region pages and accounts for them with `advance_payload()`,
+//! computing the CRC over the skb itself (or `consume_payload()`, which
+//! runs the bytes through the parser's CRC). These tests drive that path.
 
 mod common;
 
 use common::*;
-use rsiw_wire::wire::crc::SoftCrc32c;
+use rsiw_wire::wire::crc::{Crc32c, SoftCrc32c};
 use rsiw_wire::wire::hdr::{Body, Opcode, Placement};
-use rsiw_wire::wire::rx::{RxEvent, RxParser, Segment};
+use rsiw_wire::wire::rx::{RxEvent, RxParser, Segment, HDR_BUF};
 use rsiw_wire::wire::term::{LlpCode, TermCode};
 use rsiw_wire::wire::tx::{sg_pieces, Segmenter, SgPiece, TxError};
+
+/// How the caller accounts for the payload it placed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Account {
+    /// `consume_payload()` with the placed bytes.
+    Consume,
+    /// `advance_payload()`, the CRC computed by the caller over its source.
+    Advance,
+}
+
+type Driven = (Vec<Segment>, Vec<Vec<u8>>, usize, Option<TermCode>);
 
 /// Feeds `bytes` in `chunk`-sized pieces, placing payload through
 /// `consume_payload` in `place`-sized pieces. Returns the segments, the
 /// placed payload per segment, the number of End events and any error.
-fn drive(
-    bytes: &[u8],
-    crc: bool,
-    chunk: usize,
-    place: usize,
-) -> (Vec<Segment>, Vec<Vec<u8>>, usize, Option<TermCode>) {
+fn drive(bytes: &[u8], crc: bool, chunk: usize, place: usize) -> Driven {
+    drive_with(bytes, crc, chunk, place, Account::Consume)
+}
+
+/// As [`drive`], accounting for the placed payload as `how` says.
+fn drive_with(bytes: &[u8], crc: bool, chunk: usize, place: usize, how: Account) -> Driven {
     let mut p = RxParser::new(cfg_all(crc), SoftCrc32c);
     let (mut segs, mut data, mut ends) = (Vec::new(), Vec::<Vec<u8>>::new(), 0);
     for mut c in bytes.chunks(chunk) {
@@ -34,7 +46,15 @@ fn drive(
             let want = p.payload_remaining();
             if want > 0 {
                 let n = want.min(c.len()).min(place);
-                let off = p.consume_payload(&c[..n]).expect("within payload");
+                let src = &c[..n];
+                let off = match how {
+                    Account::Consume => p.consume_payload(src),
+                    Account::Advance => p.advance_payload(n, |r| {
+                        assert!(crc, "no CRC callback without the CRC");
+                        Some(SoftCrc32c.update(r, src))
+                    }),
+                }
+                .expect("within payload");
                 let d = data.last_mut().expect("segment");
                 assert_eq!(off as usize, d.len());
                 d.extend_from_slice(&c[..n]);
@@ -159,6 +179,68 @@ fn rx_consume_payload_refuses_misuse() {
 }
 
 #[test]
+fn rx_advance_payload_places_and_checks_crc() {
+    // Payload accounted without the parser seeing it, the CRC computed by
+    // the caller over its source (as the kernel does over the skb): the same
+    // segments, placement and CRC result as with consume_payload.
+    let (b, payload) = stream();
+    for crc in [true, false] {
+        for (chunk, place) in [(b.len(), usize::MAX), (1, 1), (7, 3), (1460, 1000)] {
+            let got = drive_with(&b, crc, chunk, place, Account::Advance);
+            assert_eq!(got, drive(&b, crc, chunk, place), "crc {crc} chunk {chunk}");
+            let (segs, data, ends, err) = got;
+            assert_eq!((segs.len(), ends, err), (5, 5, None));
+            assert_eq!(data[..4].concat(), payload);
+        }
+    }
+    // A corrupted payload byte fails the CRC computed over the source.
+    let (mut b, _) = stream();
+    b[2 + 18 + 700] ^= 0x20;
+    let (segs, _, ends, err) = drive_with(&b, true, 13, 5, Account::Advance);
+    assert_eq!(err, Some(TermCode::llp(LlpCode::Crc)));
+    assert_eq!((segs.len(), ends), (1, 0));
+}
+
+#[test]
+fn rx_advance_payload_refuses_misuse() {
+    let (b, _) = stream();
+    let mut p = RxParser::new(cfg_all(true), SoftCrc32c);
+    let never = |_| -> Option<u32> { panic!("CRC callback on a refused call") };
+    // Nothing to account before a segment header, not even zero bytes.
+    assert_eq!(p.advance_payload(0, never), None);
+    assert_eq!(p.advance_payload(1, never), None);
+    let (n, ev) = p.feed(&b);
+    assert!(matches!(ev, RxEvent::Segment(_)));
+    let rest = &b[n..];
+    // More than remains: refused before the CRC is asked.
+    assert_eq!(p.advance_payload(1437, never), None);
+    // A CRC that cannot be computed: refused, nothing accounted.
+    assert_eq!(p.advance_payload(10, |_| None), None);
+    assert_eq!(p.payload_remaining(), 1436);
+    fn upd(d: &[u8]) -> impl FnOnce(u32) -> Option<u32> + '_ {
+        move |r| Some(SoftCrc32c.update(r, d))
+    }
+    assert_eq!(p.advance_payload(1000, upd(&rest[..1000])), Some(0));
+    assert_eq!(p.consume_payload(&rest[1000..1200]), Some(1000));
+    assert_eq!(p.advance_payload(236, upd(&rest[1200..1436])), Some(1200));
+    assert_eq!(p.advance_payload(0, never), None);
+    let (_, ev) = p.feed(&rest[1436..]);
+    assert_eq!(ev, RxEvent::End);
+    // A wrong register (CRC over other bytes) fails at the trailer.
+    let mut p = RxParser::new(cfg_all(true), SoftCrc32c);
+    let (n, _) = p.feed(&b);
+    assert_eq!(p.advance_payload(1436, |r| Some(r ^ 1)), Some(0));
+    let (_, ev) = p.feed(&b[n + 1436..]);
+    assert_eq!(ev, RxEvent::Error(p.error().unwrap()));
+    assert_eq!(p.error().unwrap().code, TermCode::llp(LlpCode::Crc));
+    // Without the CRC the callback is never called.
+    let mut p = RxParser::new(cfg_all(false), SoftCrc32c);
+    let (n, _) = p.feed(&b);
+    assert_eq!(p.advance_payload(1436, never), Some(0));
+    assert_eq!(p.feed(&b[n + 1436..]).1, RxEvent::End);
+}
+
+#[test]
 fn tx_mulpdu_change_mid_message() {
     let payload: Vec<u8> = (0..5000u32).map(|i| (i * 13) as u8).collect();
     let c = SoftCrc32c;
@@ -243,6 +325,55 @@ fn rx_want_bounds_every_copy() {
     assert_eq!(placed[..5000], payload[..]);
     assert_eq!(placed[5000..], payload[..1001]);
     assert_eq!(p.want(), 4);
+}
+
+#[test]
+fn rx_stage_stops_feeding_at_payload() {
+    // The kernel RX path copies up to HDR_BUF bytes at a time (a trailer and
+    // the next header together) and feeds them only until payload starts,
+    // then goes on after the bytes fed: payload is placed from the source.
+    let (b, payload) = stream();
+    for crc in [true, false] {
+        for (place, window) in [(usize::MAX, HDR_BUF), (300, HDR_BUF), (300, 9), (7, 1)] {
+            let mut p = RxParser::new(cfg_all(crc), SoftCrc32c);
+            let (mut off, mut placed, mut ends, mut segs) = (0, Vec::new(), 0, 0);
+            while off < b.len() {
+                assert!(p.want() > 0);
+                if p.payload_remaining() > 0 {
+                    let n = p.payload_remaining().min(b.len() - off).min(place);
+                    let src = &b[off..off + n];
+                    let at = p.advance_payload(n, |r| Some(SoftCrc32c.update(r, src)));
+                    assert!(at.is_some());
+                    placed.extend_from_slice(src);
+                    off += n;
+                    continue;
+                }
+                let mut stage = [0u8; HDR_BUF];
+                let n = (b.len() - off).min(window);
+                stage[..n].copy_from_slice(&b[off..off + n]);
+                let mut used = 0;
+                while used < n && p.payload_remaining() == 0 {
+                    let (c, ev) = p.feed(&stage[used..n]);
+                    used += c;
+                    match ev {
+                        RxEvent::NeedMore => break,
+                        RxEvent::Segment(_) => segs += 1,
+                        RxEvent::End => ends += 1,
+                        e => panic!("{e:?}"),
+                    }
+                }
+                assert!(used > 0);
+                off += used;
+            }
+            assert_eq!(
+                (segs, ends),
+                (5, 5),
+                "crc {crc} place {place} window {window}"
+            );
+            assert_eq!(placed[..5000], payload[..]);
+            assert_eq!(placed[5000..], payload[..1001]);
+        }
+    }
 }
 
 #[test]

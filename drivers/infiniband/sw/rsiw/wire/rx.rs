@@ -16,8 +16,9 @@
 //!
 //! A caller that moves payload itself (for example `skb_copy_bits()` straight
 //! into memory region pages) uses [`RxParser::payload_remaining`] and
-//! [`RxParser::consume_payload`] instead of the `Payload` event, handing the
-//! bytes it placed to the CRC, and copies header and trailer bytes at most
+//! [`RxParser::consume_payload`] (handing the bytes to the CRC) or
+//! [`RxParser::advance_payload`] (computing the CRC itself, over its source)
+//! instead of the `Payload` event, and copies header and trailer bytes at most
 //! [`RxParser::want`] at a time into a small staging buffer for
 //! [`RxParser::feed`]. Placed data is not known good before `End`: the
 //! driver completes nothing earlier. Errors found only at `End` (a Verify
@@ -223,7 +224,11 @@ impl<C: Crc32c> RxParser<C> {
     ///
     /// A caller that copies from non-linear buffers (`skb_copy_bits()`)
     /// copies at most this many bytes per step, so header bytes never end
-    /// up in a staging buffer together with payload.
+    /// up in a staging buffer together with payload; or it copies a few
+    /// more (up to [`HDR_BUF`]), feeds them only while
+    /// [`RxParser::payload_remaining`] is zero, and goes on after the bytes
+    /// fed (the kernel RX path, to take a trailer and the next header in one
+    /// copy).
     pub fn want(&self) -> usize {
         match self.stage {
             Stage::Header => {
@@ -254,11 +259,36 @@ impl<C: Crc32c> RxParser<C> {
         if self.stage != Stage::Payload || data.len() > self.payload_remaining() {
             return None;
         }
+        let reg = self.cfg.crc.then(|| self.crc.update(self.reg, data));
+        self.advance_payload(data.len(), |r| Some(reg.unwrap_or(r)))
+    }
+
+    /// Accounts for `n` payload bytes that the caller moved itself without
+    /// showing them to the parser, for example straight from a socket
+    /// buffer into memory region pages. Returns their offset in the
+    /// segment's payload, or `None` (and changes nothing) if the parser is
+    /// not inside a segment's payload, more bytes are passed than remain, or
+    /// `crc` fails.
+    ///
+    /// With the MPA CRC on, `crc` is called once with the current CRC
+    /// register and returns it updated over exactly those `n` bytes of the
+    /// stream, in the [`Crc32c::update`] convention (the kernel computes it
+    /// over the socket buffer with `skb_crc32c()`); `None` means it could not
+    /// (nothing is accounted then). Without the CRC, `crc` is not called.
+    /// As for [`RxParser::consume_payload`], the caller completes nothing
+    /// before [`RxEvent::End`].
+    pub fn advance_payload<F>(&mut self, n: usize, crc: F) -> Option<u32>
+    where
+        F: FnOnce(u32) -> Option<u32>,
+    {
+        if self.stage != Stage::Payload || n > self.payload_remaining() {
+            return None;
+        }
         let off = u32::try_from(self.payload_done).ok()?;
         if self.cfg.crc {
-            self.reg = self.crc.update(self.reg, data);
+            self.reg = crc(self.reg)?;
         }
-        self.payload_done = self.payload_done.saturating_add(data.len());
+        self.payload_done = self.payload_done.saturating_add(n);
         if self.payload_done >= self.payload_len {
             self.stage = Stage::Trailer;
         }
