@@ -1,0 +1,41 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# rsiw-test: vms=2 a=rsiw b=rsiw timeout=1200
+#
+# perftest over rdma_cm (-R) between two rsiw VMs (the rsiw-with-rsiw
+# pairing; perftest-interop pairs rsiw with siw): ib_send_bw, ib_write_bw and
+# ib_read_bw at 1 B and 1 MiB (4 KiB: perftest-interop) and with 8 QPs (-q 8), and the three
+# latency tools at 1 B and 64 KiB. Both VMs run the same code, so one
+# direction suffices (VM b serves, a is the client). perftest checks the
+# completions and their statuses and fails on errors; this is a correctness
+# test with few iterations (speed: make bench).
+. /rsiw/tests/vm/lib.sh
+
+[ "$RSIW_DRIVER" = rsiw ] || skip "rsiw with rsiw only"
+
+load_driver
+rsiw_up eth0
+publish ip "$RSIW_IP"
+barrier up
+wait_peer 30
+port=18700
+ip=$(fetch b ip)
+for tool in ib_send_bw ib_write_bw ib_read_bw; do
+	for size in 1 1048576; do
+		port=$((port + 1))
+		opts="-R -d $DEV -p $port -F -n 5 -s $size"
+		serve_client "$tool-$size" b "$port" "$tool $opts" "$tool $opts $ip" 300
+	done
+	port=$((port + 1))
+	opts="-R -d $DEV -p $port -F -n 20 -q 8 -s 65536"
+	serve_client "$tool-q8" b "$port" "$tool $opts" "$tool $opts $ip" 300
+done
+for tool in ib_send_lat ib_write_lat ib_read_lat; do
+	for size in 1 65536; do
+		port=$((port + 1))
+		opts="-R -d $DEV -p $port -F -n 20 -s $size"
+		serve_client "$tool-$size" b "$port" "$tool $opts" "$tool $opts $ip" 300
+	done
+done
+barrier done
+pass
