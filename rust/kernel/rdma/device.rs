@@ -230,6 +230,21 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// Called before the data of a user context is dropped.
     fn dealloc_ucontext(_uctx: &Ucontext<Self>) {}
 
+    /// Called when the device is unregistered while a process still holds the user context.
+    ///
+    /// Implementing this method (it may do nothing) lets ib_core remove the device without
+    /// waiting for the processes that use it (`ib_uverbs_remove_one()` in
+    /// [`drivers/infiniband/core/uverbs_main.c`](srctree/drivers/infiniband/core/uverbs_main.c)):
+    /// uverbs destroys every object of the context through the destroy methods, zaps the
+    /// process's mappings of the context's queues, then calls this method and
+    /// [`Driver::dealloc_ucontext`]; later verbs calls of the process fail with `EIO`. It also
+    /// means an open uverbs file no longer pins the driver's module. The destroy methods must
+    /// therefore be able to tear down an object that is in use (a connected QP, for instance).
+    /// Mapped queue memory is owned by its mmap entry (see [`super::mmap`]), so it stays valid
+    /// until the mappings are gone. Without this method, removing the device blocks until every
+    /// process has closed its uverbs file.
+    fn disassociate_ucontext(_uctx: &Ucontext<Self>) {}
+
     /// Creates the driver data of a new protection domain. `udata` is `None` for kernel callers.
     fn alloc_pd(dev: &Device<Self>, udata: Option<&Udata>) -> impl PinInit<Self::Pd, Error>;
 
@@ -871,6 +886,11 @@ impl<T: Driver> VTable<T> {
         } else {
             None
         },
+        disassociate_ucontext: if T::HAS_ALLOC_UCONTEXT && T::HAS_DISASSOCIATE_UCONTEXT {
+            Some(Self::disassociate_ucontext_callback)
+        } else {
+            None
+        },
         // User queues are mapped through `RingBuf` mmap entries.
         mmap: if T::HAS_ALLOC_UCONTEXT {
             Some(mmap_callback)
@@ -1103,6 +1123,16 @@ impl<T: Driver> VTable<T> {
         T::dealloc_ucontext(obj);
         // SAFETY: Per the safety requirements the data is initialised and never used again.
         unsafe { Ucontext::<T>::drop_data(uctx) };
+    }
+
+    /// # Safety
+    ///
+    /// `uctx` was successfully initialised by `alloc_ucontext_callback` and its data has not
+    /// been dropped yet (ib_core calls this before `dealloc_ucontext`).
+    unsafe extern "C" fn disassociate_ucontext_callback(uctx: *mut bindings::ib_ucontext) {
+        // SAFETY: Per the safety requirements.
+        let obj = unsafe { Ucontext::<T>::from_raw(uctx) };
+        T::disassociate_ucontext(obj);
     }
 
     /// # Safety
