@@ -368,6 +368,13 @@ impl Driver for RsiwDevice {
         uctx.device().contexts.put();
     }
 
+    // Device removal (`rdma link delete`, the netdev going away, rmmod) with a process still
+    // attached: uverbs has already destroyed the context's objects through the destroy methods
+    // (a connected QP is detached from its connection, which is closed, so the peer sees the
+    // disconnect) and zapped the queue mappings; the context holds nothing else to revoke.
+    // Providing the op is what lets the removal go on instead of waiting for the process.
+    fn disassociate_ucontext(_uctx: &Ucontext<Self>) {}
+
     fn alloc_pd(dev: &Device<Self>, udata: Option<&Udata>) -> impl PinInit<RsiwPd, Error> {
         let res = match udata {
             Some(udata) => udata.check_no_io(),
