@@ -295,6 +295,28 @@ impl SkbData<'_> {
         // bytes; `dst` is valid for `len` bytes (caller).
         to_result(unsafe { bindings::skb_copy_bits(self.skb.as_ptr(), off, dst.cast(), n) })
     }
+
+    /// Updates the CRC-32C register `crc` over the `len` bytes starting at `offset`
+    /// (`skb_crc32c()`), in the convention of [`crate::crc::crc32c`]: no inversion on input or
+    /// output, so calls chain over consecutive ranges.
+    ///
+    /// Returns `EINVAL` if the range is out of bounds. Any context.
+    #[cfg(CONFIG_NET_CRC32C)]
+    pub fn crc32c(&self, offset: usize, len: usize, crc: u32) -> Result<u32> {
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        if end > self.len {
+            return Err(EINVAL);
+        }
+        if len == 0 {
+            return Ok(crc);
+        }
+        // `self.offset + self.len` fits in the skb's `u32` length (invariant), so these fit.
+        let off = c_int::try_from(self.offset as usize + offset).map_err(|_| EINVAL)?;
+        let n = c_int::try_from(len).map_err(|_| EINVAL)?;
+        // SAFETY: The skb is valid (invariant) and holds `self.offset + self.len >= off + n`
+        // bytes, so `skb_crc32c()` stays within it.
+        Ok(unsafe { bindings::skb_crc32c(self.skb.as_ptr(), off, n, crc) })
+    }
 }
 
 struct ActorState<F> {

@@ -191,6 +191,17 @@ impl Conn {
             // reserved capacity, so no allocation) and fill them from the skb.
             rx.buf.extend_with(take, 0, GFP_ATOMIC)?;
             data.copy_to(0, &mut rx.buf[start..start + take])?;
+            // The CRC over the skb (`skb_crc32c()`, chained in two pieces) matches the CRC
+            // over the bytes copied from it.
+            let half = take / 2;
+            let crc = data.crc32c(half, take - half, data.crc32c(0, half, !0)?)?;
+            if crc != kernel::crc::crc32c(!0, &rx.buf[start..start + take]) {
+                rx.errors += 1;
+            }
+        }
+        // Bounds: an empty range at the end leaves the register alone; one byte more fails.
+        if data.crc32c(n, 0, 7) != Ok(7) || data.crc32c(0, n + 1, !0).is_ok() {
+            rx.errors += 1;
         }
         if n > take {
             // Beyond capacity: count the bytes; check the skb bounds are enforced.
