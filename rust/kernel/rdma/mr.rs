@@ -48,6 +48,7 @@ use super::{
 };
 use crate::{
     bindings,
+    net::tcp::SkbData,
     prelude::*,
     sync::{
         Arc,
@@ -467,6 +468,35 @@ impl PageList {
         })
     }
 
+    /// Copies `len` received bytes of `skb`, starting at `skb_off`, to bytes `[off, off + len)`
+    /// of the registered mapping of generation `gen` (`skb_copy_bits()`, no staging copy). Same
+    /// rules as [`PageList::write`]; also `EINVAL` if the range is not inside `skb`. Pages
+    /// before a failing one may have been written.
+    pub fn write_from_skb(
+        &self,
+        gen: u64,
+        off: u64,
+        skb: &SkbData<'_>,
+        skb_off: usize,
+        len: usize,
+    ) -> Result {
+        if skb_off.checked_add(len).ok_or(EINVAL)? > skb.len() {
+            return Err(EINVAL);
+        }
+        let mut ret = Ok(());
+        self.active(gen)?.pieces(off, len, |addr, at, n| {
+            if ret.is_ok() {
+                // SAFETY: As in `write()`, `addr` is the kernel virtual address of `n` bytes the
+                // consumer mapped and keeps mapped while `gen` is active; it is not memory Rust
+                // holds a reference to. `skb_off + at + n <= skb_off + len` (checked above).
+                ret = unsafe {
+                    skb.copy_to_raw(skb_off.saturating_add(at), addr as usize as *mut u8, n)
+                };
+            }
+        })?;
+        ret
+    }
+
     /// Copies bytes `[off, off + dst.len())` of the registered mapping of generation `gen`
     /// into `dst`. Same rules as [`PageList::write`].
     pub fn read(&self, gen: u64, off: u64, dst: &mut [u8]) -> Result {
@@ -597,6 +627,30 @@ impl KernelVa {
         // borrow, so the ranges do not overlap.
         unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
         Ok(())
+    }
+
+    /// Copies `len` received bytes of `skb`, starting at `skb_off`, to kernel virtual address
+    /// `addr` (`skb_copy_bits()`, no staging copy). Same rules as [`KernelVa::write`]; also
+    /// `EINVAL` if the range is not inside `skb`.
+    pub fn write_from_skb(
+        &self,
+        addr: u64,
+        skb: &SkbData<'_>,
+        skb_off: usize,
+        len: usize,
+    ) -> Result {
+        if skb_off.checked_add(len).ok_or(EINVAL)? > skb.len() {
+            return Err(EINVAL);
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let dst = Self::check(addr, len)?;
+        // SAFETY: As in `write()`: by the type invariant `addr` names memory of a kernel
+        // consumer that stays allocated while the work request accessing it is in progress, and
+        // `check()` verified that all `len` bytes are direct-mapped kernel memory. The memory is
+        // the consumer's, not borrowed by Rust code.
+        unsafe { skb.copy_to_raw(skb_off, dst as *mut u8, len) }
     }
 
     /// Copies `dst.len()` bytes from kernel virtual address `addr` into `dst`. Same rules as

@@ -9,7 +9,8 @@
 //! DMA: they copy to and from the pinned pages with the CPU. [`Umem`] therefore keeps an array
 //! of the pinned `struct page`s, so that the page holding any byte of the region is found with
 //! one index operation, and offers [`Umem::read`] and [`Umem::write`], which copy through
-//! short-lived `kmap_local_page()` mappings.
+//! short-lived `kmap_local_page()` mappings, and [`Umem::write_from_skb`], which places received
+//! data from a socket buffer the same way, without a staging copy.
 
 use super::device::{
     Device,
@@ -19,6 +20,7 @@ use crate::{
     alloc::KVVec,
     bindings,
     error::from_err_ptr,
+    net::tcp::SkbData,
     page::{
         BorrowedPage,
         PAGE_SHIFT,
@@ -187,6 +189,39 @@ impl Umem {
             // for this registration; concurrent user access is allowed as for hardware DMA
             // (see `read`).
             unsafe { page.write_raw(s.as_ptr(), in_page, s.len()) }
+        })
+    }
+
+    /// Copies `len` received bytes of `skb`, starting at `skb_off`, into region bytes
+    /// `[off, off + len)`, straight into the pinned pages (`skb_copy_bits()` through short-lived
+    /// `kmap_local_page()` mappings): no staging buffer. Does not sleep.
+    ///
+    /// Fails with `EINVAL` if the range is not inside the region or not inside `skb`. Pages
+    /// before the failing one may have been written.
+    pub fn write_from_skb(
+        &self,
+        off: usize,
+        skb: &SkbData<'_>,
+        skb_off: usize,
+        len: usize,
+    ) -> Result {
+        if skb_off.checked_add(len).ok_or(EINVAL)? > skb.len() {
+            return Err(EINVAL);
+        }
+        self.for_each_piece(off, len, |page, in_page, r| {
+            // `for_each_piece()` keeps `in_page + r.len()` within the page and `r` within
+            // `0..len`, so `at + n <= skb.len()` (checked above).
+            let (at, n) = (skb_off.saturating_add(r.start), r.len());
+            // SAFETY: The page is pinned while `self` lives (type invariant).
+            let va = unsafe { bindings::kmap_local_page(page.as_ptr()) };
+            // SAFETY: `va` maps the whole page and `in_page + n <= PAGE_SIZE`, so the
+            // destination is valid for writing `n` bytes. No Rust reference to user memory
+            // exists; user space may access the page concurrently, as it may while a hardware
+            // RDMA device DMAs to it (see `read`).
+            let ret = unsafe { skb.copy_to_raw(at, va.cast::<u8>().add(in_page), n) };
+            // SAFETY: `va` was mapped just above, and nothing mapped since is still mapped.
+            unsafe { bindings::kunmap_local(va) };
+            ret
         })
     }
 }
