@@ -6,7 +6,8 @@
 //! which maps the 24-bit STag index to it (see [`crate::stag`]). The data path looks STags up
 //! with [`MemTable::check`], which returns a [`Placement`]: a reference to the region plus the
 //! checked offset, through which it copies data in and out ([`Placement::write`],
-//! [`Placement::read`]).
+//! [`Placement::read`]; received payload straight from the socket buffer with
+//! [`Placement::write_from_skb`]).
 //!
 //! Kinds of regions:
 //!
@@ -73,6 +74,7 @@ use core::sync::atomic::{
     },
 };
 use kernel::{
+    net::tcp::SkbData,
     new_spinlock_irq,
     prelude::*,
     rdma::{
@@ -298,6 +300,46 @@ impl Placement {
         let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
         match &*guard {
             Some(umem) => umem.write(off, src),
+            None => Err(EOPNOTSUPP),
+        }
+    }
+
+    /// Copies `len` received bytes of `skb`, starting at `skb_off`, into bytes
+    /// `[at, at + len)` of the checked range, straight from the socket buffer (no staging copy).
+    ///
+    /// Same rules as [`Placement::write`]; also `EINVAL` if the range is not inside `skb`.
+    pub(crate) fn write_from_skb(
+        &self,
+        at: u64,
+        skb: &SkbData<'_>,
+        skb_off: usize,
+        len: usize,
+    ) -> Result {
+        let off = self.region_off(at, len)?;
+        match self.mem.kind {
+            Kind::FastReg => {
+                let fr = self.mem.fr.lock();
+                return fr
+                    .as_ref()
+                    .ok_or(ENOENT)?
+                    .pages
+                    .write_from_skb(self.gen, off, skb, skb_off, len);
+            }
+            Kind::Dma => {
+                let addr = self.mem.base.checked_add(off).ok_or(EINVAL)?;
+                return self
+                    .mem
+                    .kva
+                    .as_ref()
+                    .ok_or(EOPNOTSUPP)?
+                    .write_from_skb(addr, skb, skb_off, len);
+            }
+            Kind::User => {}
+        }
+        let off = usize::try_from(off).map_err(|_| EINVAL)?;
+        let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
+        match &*guard {
+            Some(umem) => umem.write_from_skb(off, skb, skb_off, len),
             None => Err(EOPNOTSUPP),
         }
     }

@@ -3,9 +3,20 @@
 //! The RX engine: bytes from the socket in, placed data and completions out.
 //!
 //! It runs in the socket's `data_ready` callback as the read actor of `tcp_read_sock()`
-//! ([`rx_chunk`]). Header and trailer bytes go through the wire core's
-//! [`RxParser`](crate::wire::rx::RxParser) at most [`RxParser::want`] at a time; payload is
-//! copied from the socket buffer and written into the target memory, checked once per segment:
+//! ([`rx_chunk`]). Header and trailer bytes are copied into a small stack buffer (up to
+//! [`HDR_BUF`] bytes at a time: the rest of a trailer and the next header in one copy) and go
+//! through the wire core's [`RxParser`](crate::wire::rx::RxParser), which is fed only until a
+//! segment's payload starts. Payload is copied once, from the socket buffer straight into the
+//! target memory ([`Placement::write_from_skb`]: the kmap'd pages of a user MR, the page list
+//! of a fast-registration MR, or the kernel VAs of a DMA MR), and then accounted with
+//! [`RxParser::advance_payload`].
+//!
+//! With MPA CRC on, the CRC is computed over the same bytes in the socket buffer
+//! (`skb_crc32c()`, after the copy succeeded), not over the target after the copy as C siw
+//! does: the target may be changed concurrently (by user space, or by another connection's
+//! Write into the same region), which must not fail a good FPDU; the bytes placed are the
+//! ones checked. Placed data is not known good before the segment's CRC matched, and nothing
+//! completes earlier. The target is checked once per segment:
 //!
 //! - tagged (Write, Read Response): STag, PD, bounds and rights with
 //!   [`MemTable::check`](crate::mem::MemTable::check) on every segment; a Read Response must
@@ -47,7 +58,8 @@ use crate::{
         rx::{
             RxEvent,
             RxParser,
-            Segment, //
+            Segment,
+            HDR_BUF, //
         },
         stream::RxUntagged,
         term::{
@@ -79,9 +91,6 @@ use kernel::{
     sync::ArcBorrow, //
 };
 
-/// Size of the buffer payload is copied through.
-const CHUNK: usize = 4096;
-
 /// Completions collected under the RX lock, posted after it.
 const OUTBOX: usize = 16;
 
@@ -111,7 +120,6 @@ pub(crate) struct RxState {
     seg: Option<Segment>,
     target: Target,
     rqe: Option<CurRqe>,
-    buf: KVec<u8>,
     failed: bool,
     /// The first segment ended.
     first_done: bool,
@@ -142,15 +150,12 @@ type Fail = Option<Terminate>;
 impl RxState {
     /// A fresh engine around `parser`.
     pub(crate) fn new(parser: RxParser<KernelCrc32c>) -> Result<Self> {
-        let mut buf = KVec::with_capacity(CHUNK, GFP_KERNEL)?;
-        buf.resize(CHUNK, 0, GFP_KERNEL)?;
         Ok(Self {
             parser,
             untagged: RxUntagged::new(),
             seg: None,
             target: Target::None,
             rqe: None,
-            buf,
             failed: false,
             first_done: false,
             stopped: false,
@@ -292,9 +297,9 @@ impl RxState {
         Ok(())
     }
 
-    /// Places `n` payload bytes from `buf` at `off` in the current segment's payload.
-    fn place(&mut self, off: u32, n: usize) -> Result<(), Fail> {
-        let data = self.buf.get(..n).unwrap_or(&[]);
+    /// Places `n` payload bytes, from `skb` at `skb_off`, at `off` in the current segment's
+    /// payload: one copy, from the socket buffer straight into the target memory.
+    fn place(&self, off: u32, skb: &SkbData<'_>, skb_off: usize, n: usize) -> Result<(), Fail> {
         let bad = || {
             Some(Terminate::bare(TermCode::tagged(
                 DdpTaggedCode::InvalidStag,
@@ -302,18 +307,19 @@ impl RxState {
         };
         match &self.target {
             Target::None => Ok(()),
-            Target::Tagged(p) => p.write(u64::from(off), data).map_err(|_| bad()),
+            Target::Tagged(p) => p
+                .write_from_skb(u64::from(off), skb, skb_off, n)
+                .map_err(|_| bad()),
             Target::Rqe(mo) => {
                 let r = self.rqe.as_ref().ok_or_else(bad)?;
                 let at = u64::from(*mo).saturating_add(u64::from(off));
                 let mut done = 0usize;
                 for piece in sg_pieces(r.lens.get(..r.n).unwrap_or(&[]), at, n as u64) {
-                    let len = piece.len as usize;
-                    let src = data.get(done..done.saturating_add(len)).ok_or_else(bad)?;
+                    let len = usize::try_from(piece.len).map_err(|_| bad())?;
                     r.pl.get(piece.index)
                         .and_then(|p| p.as_ref())
                         .ok_or_else(bad)?
-                        .write(piece.offset, src)
+                        .write_from_skb(piece.offset, skb, skb_off.saturating_add(done), len)
                         .map_err(|_| bad())?;
                     done = done.saturating_add(len);
                 }
@@ -467,28 +473,38 @@ impl RxState {
             let left = len - pos;
             let rem = self.parser.payload_remaining();
             if rem > 0 {
-                let n = rem.min(left).min(CHUNK);
-                let dst = self.buf.get_mut(..n).ok_or_else(|| local(pos))?;
-                skb.copy_to(pos, dst).map_err(|_| local(pos))?;
-                let data = self.buf.get(..n).unwrap_or(&[]);
-                let off = self
-                    .parser
-                    .consume_payload(data)
+                // Payload: placed from the skb, then accounted with the CRC over the same skb
+                // bytes.
+                let n = rem.min(left);
+                let total = self.seg.map_or(0, |s| s.payload_len as usize);
+                let off = total
+                    .checked_sub(rem)
+                    .and_then(|o| u32::try_from(o).ok())
                     .ok_or_else(|| local(pos))?;
-                self.place(off, n).map_err(|f| (pos, f))?;
+                self.place(off, skb, pos, n).map_err(|f| (pos, f))?;
+                let done = self
+                    .parser
+                    .advance_payload(n, |reg| skb.crc32c(pos, n, reg).ok());
+                if done != Some(off) {
+                    return Err(local(pos));
+                }
                 pos += n;
                 continue;
             }
-            let want = self.parser.want();
-            if want == 0 {
+            if self.parser.want() == 0 {
                 return Err(local(pos));
             }
-            let n = want.min(left).min(CHUNK);
-            let dst = self.buf.get_mut(..n).ok_or_else(|| local(pos))?;
+            // Header and trailer bytes: one copy of up to `HDR_BUF` bytes (the rest of a
+            // trailer and the next header usually) into a stack buffer for the parser. Feeding
+            // stops where payload starts: that is placed from the skb, and any payload bytes
+            // copied here are not used.
+            let mut stage = [0u8; HDR_BUF];
+            let n = left.min(HDR_BUF);
+            let dst = stage.get_mut(..n).ok_or_else(|| local(pos))?;
             skb.copy_to(pos, dst).map_err(|_| local(pos))?;
             let mut used = 0usize;
-            while used < n {
-                let input = self.buf.get(used..n).unwrap_or(&[]);
+            while used < n && self.parser.payload_remaining() == 0 && !out.full() {
+                let input = stage.get(used..n).unwrap_or(&[]);
                 let (c, ev) = self.parser.feed(input);
                 used = used.saturating_add(c);
                 let ev = match ev {
@@ -496,7 +512,7 @@ impl RxState {
                     RxEvent::Segment(s) => Ev::Segment(s),
                     RxEvent::End => Ev::End,
                     RxEvent::Error(e) => Ev::Error(e.code, e.echo),
-                    // Cannot happen: at most `want()` bytes are fed outside the payload.
+                    // Cannot happen: the parser is not fed inside a segment's payload.
                     RxEvent::Payload { .. } => Ev::Error(
                         TermCode::operation(RdmapCode::CatastrophicStream),
                         TermEcho::None,
@@ -512,7 +528,11 @@ impl RxState {
                     break;
                 }
             }
-            pos = pos.saturating_add(n);
+            if used == 0 {
+                // The parser took nothing although it wants bytes.
+                return Err(local(pos));
+            }
+            pos = pos.saturating_add(used);
         }
         Ok(pos)
     }
