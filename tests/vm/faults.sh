@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 #
-# Fault helpers shared by the connection-fault cases (tests/vm/pending/
+# Fault helpers shared by the connection-fault cases (tests/vm/cases/
 # conn-faults.sh, conn-faults-dev.sh); source after tests/vm/lib.sh and set
 # $port (the last TCP port used) first.
 
@@ -54,14 +54,32 @@ rsiw_devdel() {
 	wait_gone "$DEV" 30
 }
 rsiw_rmmod() {
+	# With connected QPs. uverbs does not pin the module (rsiw can
+	# disassociate user contexts), so without lockdep rmmod tears the
+	# device down and the processes get DEVICE_REMOVAL. With lockdep
+	# (CONFIG_DEBUG_LOCK_ALLOC, the test kernel) every rsiw socket holds
+	# the module (sk_owner: its lock class keys live in rsiw), so rmmod is
+	# refused while connections or listeners exist; then rping is killed
+	# with its QP connected and the module must go once the sockets are
+	# closed. Writes $RSIW_OUT/rmmod.path: "removed" or "refused".
 	local rc=0
-	rmmod rsiw 2>"$RSIW_OUT/rmmod.err" || rc=$?
-	log "rmmod rsiw under traffic: status $rc $(cat "$RSIW_OUT/rmmod.err")"
-	[ "$rc" = 0 ] && return 0
-	grep -qi "in use\|busy" "$RSIW_OUT/rmmod.err" || die "rmmod failed: $(cat "$RSIW_OUT/rmmod.err")"
-	# Refused while rping holds the device: kill it with its QP connected;
-	# the module must then go.
-	pkill -9 -x rping || true
-	wait_for 30 rmmod rsiw || die "rmmod rsiw still refused after rping was killed"
-	log "rsiw removed after the connected rping was killed"
+	rmmod "$RSIW_DRIVER" 2>"$RSIW_OUT/rmmod.err" || rc=$?
+	log "rmmod $RSIW_DRIVER under traffic: status $rc $(cat "$RSIW_OUT/rmmod.err")"
+	if [ "$rc" = 0 ]; then
+		echo removed >"$RSIW_OUT/rmmod.path"
+	else
+		grep -qi "in use\|busy" "$RSIW_OUT/rmmod.err" || die "rmmod failed: $(cat "$RSIW_OUT/rmmod.err")"
+		echo refused >"$RSIW_OUT/rmmod.path"
+		pkill -9 -x rping || true
+		wait_for 30 rmmod "$RSIW_DRIVER" || die "rmmod $RSIW_DRIVER still refused 30 s after rping was killed"
+		log "$RSIW_DRIVER removed after the connected rping was killed"
+	fi
+	! lsmod | grep -q "^$RSIW_DRIVER " || die "$RSIW_DRIVER still loaded after rmmod"
+}
+
+# fault_log_has TAG ROLE REGEX WHAT: VM ROLE checks its rping log of round TAG.
+fault_log_has() {
+	[ "$RSIW_ROLE" = "$2" ] || return 0
+	grep -aqE "$3" "$RSIW_OUT/$1.log" || die "$1: no $4 in rping's output"
+	log "$1: rping reported $4"
 }
