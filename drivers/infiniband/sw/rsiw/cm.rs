@@ -704,6 +704,9 @@ impl Cep {
         let cfg = Policy::get().local_config(limits::MAX_IRD, limits::MAX_ORD);
         let cep = Self::alloc(&l.cm, false, l.token, cfg)?;
         sock.set_nodelay();
+        // A peer that dies silently (power off, link down) must not leave an idle QP
+        // connected forever: keepalive probes fail the socket, which fails the QP.
+        sock.set_keepalive();
         let sock = Arc::new(sock, GFP_KERNEL)?;
         l.cm.register_cep(&cep)?;
         {
@@ -1236,6 +1239,8 @@ pub(crate) fn connect(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>
         s.set_v6only()?;
     }
     s.set_nodelay();
+    // As on the passive side: detect a peer that died silently.
+    s.set_keepalive();
     s.bind(&laddr)?;
     let cep = Cep::alloc(cm, true, 0, cfg)?;
     let sock = Arc::new(s, GFP_KERNEL)?;
