@@ -86,11 +86,21 @@ use kernel::{
     sync::Arc,
 };
 
-/// FPDUs sent per pass before the work item requeues itself (fairness between QPs).
-const BURST: u32 = 64;
+/// Batches sent per pass before the work item requeues itself (fairness between QPs).
+const BURST: u32 = 4;
 
-/// Size of the FPDU buffer: the largest FPDU (ULPDU_Length is 16 bits).
-const FPDU_BUF: usize = 65536 + 16;
+/// The largest FPDU (ULPDU_Length is 16 bits), with room to spare.
+const FPDU_MAX: usize = 65536 + 16;
+
+/// FPDUs are assembled back to back until a batch holds this many bytes, then handed to TCP
+/// in one `sendmsg`.
+const BATCH: usize = 64 * 1024;
+
+/// Size of the TX buffer: a batch plus one more FPDU, which may start just below [`BATCH`].
+const TX_BUF: usize = BATCH + FPDU_MAX;
+
+/// Messages that may end in one batch (each to be completed once its last byte is with TCP).
+const MAX_DONE: usize = 32;
 
 /// Where a message's payload comes from.
 enum Src {
@@ -159,11 +169,19 @@ pub(crate) struct TxState {
     cur: Option<TxMsg>,
     /// A send queue element taken off the ring that waits for an ORD credit or the fence.
     pending: Option<Sqe>,
-    /// The FPDU being sent and how much of it TCP took.
+    /// The batch of FPDUs being sent: allocated (and zeroed) once at [`TX_BUF`] bytes, of
+    /// which the first `len` are in use, so nothing is cleared per FPDU.
     buf: KVVec<u8>,
+    len: usize,
+    /// How much of the batch TCP took.
     sent: usize,
-    /// What to do when `buf` is fully sent (its FPDU ended a message).
-    buf_done: Option<Done>,
+    /// The messages ending in the batch, in order: the offset after their last byte and what
+    /// to do once TCP took it. The first `ndone` entries are in use.
+    done: [(usize, Done); MAX_DONE],
+    ndone: usize,
+    /// A fatal error found while the batch before it was assembled: reported once that batch
+    /// went out, so its messages complete first.
+    deferred: Option<Fatal>,
     /// The RTR to send first.
     rtr: Option<RtrKind>,
     /// The connection failed; nothing is sent any more.
@@ -173,13 +191,18 @@ pub(crate) struct TxState {
 impl TxState {
     /// A fresh engine; `rtr` is the RTR message to send first.
     pub(crate) fn new(rtr: Option<RtrKind>) -> Result<Self> {
+        let mut buf = KVVec::with_capacity(TX_BUF, GFP_KERNEL)?;
+        buf.resize(TX_BUF, 0, GFP_KERNEL)?;
         Ok(Self {
             msn: TxMsn::new(),
             cur: None,
             pending: None,
-            buf: KVVec::with_capacity(FPDU_BUF, GFP_KERNEL)?,
+            buf,
+            len: 0,
             sent: 0,
-            buf_done: None,
+            done: [(0, Done::Nothing); MAX_DONE],
+            ndone: 0,
+            deferred: None,
             rtr,
             dead: false,
         })
@@ -187,10 +210,10 @@ impl TxState {
 
     /// Completes what the engine holds with `IB_WC_WR_FLUSH_ERR` and forgets it.
     pub(crate) fn flush(&mut self, qp: &Qp<RsiwDevice>) {
-        let mut done = [None, None];
-        done[0] = self.buf_done.take();
-        done[1] = self.cur.take().map(|m| m.done);
-        for d in done.into_iter().flatten() {
+        let n = self.ndone;
+        self.ndone = 0;
+        let batch = self.done.get(..n).unwrap_or(&[]).iter().map(|d| d.1);
+        for d in Iterator::chain(batch, self.cur.take().map(|m| m.done)) {
             if let Done::Sq { id, opcode, .. } = d {
                 RsiwQp::complete_sq(qp, id, opcode, status::WR_FLUSH_ERR, 0);
             }
@@ -198,7 +221,10 @@ impl TxState {
         if let Some(s) = self.pending.take() {
             RsiwQp::complete_sq(qp, s.id, s.opcode, status::WR_FLUSH_ERR, 0);
         }
-        self.buf.clear();
+        if let Some((id, opcode, _)) = self.deferred.take().and_then(|f| f.wr) {
+            RsiwQp::complete_sq(qp, id, opcode, status::WR_FLUSH_ERR, 0);
+        }
+        self.len = 0;
         self.sent = 0;
     }
 
@@ -206,9 +232,13 @@ impl TxState {
     /// is aborted anyway) if the socket is full.
     pub(crate) fn send_terminate(&mut self, conn: &Conn, sock: &TcpSocket, t: Terminate) {
         let mut g = sock.lock();
-        if self.sent < self.buf.len() && !matches!(self.push(&mut g, false), Ok(true)) {
+        if self.sent < self.len && !matches!(self.push(&mut g, false), Ok(true)) {
             return;
         }
+        // What the batch completes is flushed with the QP (`flush`); its bytes are sent.
+        let ndone = self.ndone;
+        self.len = 0;
+        self.sent = 0;
         let Some(msn) = self.msn.take(QN_TERMINATE) else {
             return;
         };
@@ -238,12 +268,14 @@ impl TxState {
             let _ = self.push(&mut g, false);
         }
         self.cur = None;
+        // The Terminate completes nothing.
+        self.ndone = ndone;
     }
 
-    /// Sends the rest of `buf`. Returns `Ok(true)` when all of it is with TCP.
+    /// Sends the rest of the batch. Returns `Ok(true)` when all of it is with TCP.
     fn push(&mut self, g: &mut SocketGuard<'_>, more: bool) -> Result<bool> {
-        while self.sent < self.buf.len() {
-            let rest = self.buf.get(self.sent..).unwrap_or(&[]);
+        while self.sent < self.len {
+            let rest = self.buf.get(self.sent..self.len).unwrap_or(&[]);
             let fl = if more {
                 SendFlags::DONTWAIT | SendFlags::MORE
             } else {
@@ -259,8 +291,17 @@ impl TxState {
         Ok(true)
     }
 
-    /// Assembles the next FPDU of the current message into `buf`.
+    /// Appends the next FPDU of the current message to the batch. On error the message is
+    /// dropped (the caller completes its work request with the error).
     fn build(&mut self, conn: &Conn, sock: &TcpSocket) -> Result<(), Fatal> {
+        let r = self.build_fpdu(conn, sock);
+        if r.is_err() {
+            self.cur = None;
+        }
+        r
+    }
+
+    fn build_fpdu(&mut self, conn: &Conn, sock: &TcpSocket) -> Result<(), Fatal> {
         let Some(m) = self.cur.as_mut() else {
             return Ok(());
         };
@@ -273,19 +314,16 @@ impl TxState {
             return Ok(());
         };
         let local = || Fatal::local(sq_of(&m.done));
-        self.buf.clear();
-        self.sent = 0;
-        self.buf
-            .extend_from_slice(plan.header(), GFP_KERNEL)
-            .map_err(|_| local())?;
-        let start = self.buf.len();
+        let hdr = plan.header();
         let n = plan.payload_len as usize;
-        self.buf
-            .resize(start.saturating_add(n), 0, GFP_KERNEL)
-            .map_err(|_| local())?;
+        let start = self.len.checked_add(hdr.len()).ok_or_else(local)?;
+        let end = start.checked_add(n).ok_or_else(local)?;
+        if !fill(self.buf.get_mut(self.len..start), hdr) {
+            return Err(local());
+        }
         let off = u64::from(plan.payload_off);
         {
-            let dst = self.buf.get_mut(start..).ok_or_else(local)?;
+            let dst = self.buf.get_mut(start..end).ok_or_else(local)?;
             match &m.src {
                 Src::None => {}
                 Src::Inline(data, len) => {
@@ -293,7 +331,9 @@ impl TxState {
                         .get(plan.payload_off as usize..*len)
                         .and_then(|s| s.get(..n))
                         .ok_or_else(local)?;
-                    dst.copy_from_slice(s);
+                    if !fill(Some(dst), s) {
+                        return Err(local());
+                    }
                 }
                 Src::Sgl(pl, lens, cnt) => {
                     let mut at = 0usize;
@@ -327,14 +367,26 @@ impl TxState {
             }
         }
         let mut crc = plan.crc(&conn.crc32c, conn.crc);
-        crc.update(self.buf.get(start..).unwrap_or(&[]));
+        crc.update(self.buf.get(start..end).unwrap_or(&[]));
         let (t, tl) = crc.trailer();
-        self.buf
-            .extend_from_slice(t.get(..tl).unwrap_or(&[]), GFP_KERNEL)
-            .map_err(|_| local())?;
+        let t = t.get(..tl).unwrap_or(&[]);
+        let fpdu_end = end.checked_add(t.len()).ok_or_else(local)?;
+        if !fill(self.buf.get_mut(end..fpdu_end), t) {
+            return Err(local());
+        }
+        self.len = fpdu_end;
         if plan.last {
-            self.buf_done = Some(m.done);
+            let d = m.done;
             self.cur = None;
+            if !matches!(d, Done::Nothing) {
+                // The caller stops the batch before `done` is full.
+                let slot = self
+                    .done
+                    .get_mut(self.ndone)
+                    .ok_or(Fatal::local(sq_of(&d)))?;
+                *slot = (fpdu_end, d);
+                self.ndone = self.ndone.saturating_add(1);
+            }
         }
         Ok(())
     }
@@ -509,9 +561,9 @@ impl TxState {
                 .as_bytes()
                 .get(..len)
                 .ok_or(fail(status::LOC_LEN_ERR))?;
-            data.get_mut(..len)
-                .ok_or(fail(status::LOC_LEN_ERR))?
-                .copy_from_slice(s);
+            if !fill(data.get_mut(..len), s) {
+                return Err(fail(status::LOC_LEN_ERR));
+            }
             (Src::Inline(data, len), len as u32)
         } else {
             let n = usize::from(sqe.num_sge).min(NUM_SGE);
@@ -588,21 +640,57 @@ impl TxState {
         }))
     }
 
-    /// Runs after the last byte of a message was handed to TCP.
+    /// Completes the messages of the batch whose last byte TCP took; starts a new batch once
+    /// all of it went out.
     fn finish(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>) {
-        match self.buf_done.take() {
-            Some(Done::Sq {
-                id,
-                opcode,
-                signalled: true,
-                bytes,
-            }) => RsiwQp::complete_sq(qp, id, opcode, status::SUCCESS, bytes),
-            Some(Done::ReadResponse) => conn.shared.lock().ird.release(),
-            _ => {}
+        let n = self.ndone;
+        let mut k = 0usize;
+        for &(end, d) in self.done.get(..n).unwrap_or(&[]) {
+            if end > self.sent {
+                break;
+            }
+            match d {
+                Done::Sq {
+                    id,
+                    opcode,
+                    signalled: true,
+                    bytes,
+                } => RsiwQp::complete_sq(qp, id, opcode, status::SUCCESS, bytes),
+                Done::ReadResponse => conn.shared.lock().ird.release(),
+                _ => {}
+            }
+            k = k.saturating_add(1);
+        }
+        if k > 0 {
+            for i in 0..n.saturating_sub(k) {
+                let v = self.done.get(i.saturating_add(k)).copied();
+                if let (Some(v), Some(slot)) = (v, self.done.get_mut(i)) {
+                    *slot = v;
+                }
+            }
+            self.ndone = n.saturating_sub(k);
+        }
+        if self.sent >= self.len {
+            self.len = 0;
+            self.sent = 0;
         }
     }
 
-    /// One pass: sends up to [`BURST`] FPDUs.
+    /// Appends the next FPDU to the batch, starting the next message if needed. Returns
+    /// `Ok(false)` when there is nothing to send.
+    fn fill(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>, sock: &TcpSocket) -> Result<bool, Fatal> {
+        if self.cur.is_none() {
+            let mulpdu = mulpdu_from_mss(sock.mss_cache()).ok_or(Fatal::local(None))?;
+            match self.next_message(conn, qp, mulpdu)? {
+                Some(m) => self.cur = Some(m),
+                None => return Ok(false),
+            }
+        }
+        self.build(conn, sock)?;
+        Ok(true)
+    }
+
+    /// One pass: fills and sends up to [`BURST`] batches.
     fn run(
         &mut self,
         conn: &Conn,
@@ -611,32 +699,57 @@ impl TxState {
         g: &mut SocketGuard<'_>,
     ) -> Result<Pass, Fatal> {
         for _ in 0..BURST {
-            if self.sent < self.buf.len() {
-                let more = self.cur.is_some();
-                match self.push(g, more) {
-                    Ok(true) => self.finish(conn, qp),
-                    Ok(false) => return Ok(Pass::Blocked),
-                    Err(_) => {
-                        // The socket failed; the CM reports it. Stop sending.
-                        return Err(Fatal {
-                            wr: None,
-                            term: None,
-                        });
+            // A batch that TCP took only in part is sent out before a new one starts.
+            if self.len == 0 {
+                if let Some(f) = self.deferred.take() {
+                    return Err(f);
+                }
+                while self.len < BATCH && self.ndone < MAX_DONE {
+                    match self.fill(conn, qp, sock) {
+                        Ok(true) => {}
+                        Ok(false) => break,
+                        // What is already in the batch goes out (and completes) first.
+                        Err(f) if self.len > 0 => {
+                            self.deferred = Some(f);
+                            break;
+                        }
+                        Err(f) => return Err(f),
                     }
                 }
             }
-            if self.cur.is_none() {
-                let Some(mulpdu) = mulpdu_from_mss(sock.mss_cache()) else {
-                    return Err(Fatal::local(None));
-                };
-                match self.next_message(conn, qp, mulpdu)? {
-                    Some(m) => self.cur = Some(m),
-                    None => return Ok(Pass::Idle),
+            if self.len == 0 {
+                return Ok(Pass::Idle);
+            }
+            let more = self.cur.is_some();
+            let r = self.push(g, more);
+            self.finish(conn, qp);
+            match r {
+                Ok(true) => {}
+                Ok(false) => return Ok(Pass::Blocked),
+                Err(_) => {
+                    // The socket failed; the CM reports it. Stop sending.
+                    return Err(Fatal {
+                        wr: None,
+                        term: None,
+                    });
                 }
             }
-            self.build(conn, sock)?;
         }
         Ok(Pass::Budget)
+    }
+}
+
+/// Copies `src` into `dst` if both have the same length (without the panic path of
+/// `copy_from_slice`). Returns whether it copied.
+fn fill(dst: Option<&mut [u8]>, src: &[u8]) -> bool {
+    match dst {
+        Some(d) if d.len() == src.len() => {
+            for (d, s) in d.iter_mut().zip(src) {
+                *d = *s;
+            }
+            true
+        }
+        _ => false,
     }
 }
 
