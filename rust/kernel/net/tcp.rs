@@ -262,6 +262,14 @@ impl SkbData<'_> {
         self.len == 0
     }
 
+    /// Returns `EINVAL` unless bytes `[offset, offset + len)` are inside this range.
+    pub fn check_range(&self, offset: usize, len: usize) -> Result {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(EINVAL),
+        }
+    }
+
     /// Copies `dst.len()` bytes starting at `offset` into `dst` (`skb_copy_bits()`).
     ///
     /// Returns `EINVAL` if the range is out of bounds. Any context.

@@ -480,9 +480,7 @@ impl PageList {
         skb_off: usize,
         len: usize,
     ) -> Result {
-        if skb_off.checked_add(len).ok_or(EINVAL)? > skb.len() {
-            return Err(EINVAL);
-        }
+        skb.check_range(skb_off, len)?;
         let mut ret = Ok(());
         self.active(gen)?.pieces(off, len, |addr, at, n| {
             if ret.is_ok() {
@@ -639,9 +637,7 @@ impl KernelVa {
         skb_off: usize,
         len: usize,
     ) -> Result {
-        if skb_off.checked_add(len).ok_or(EINVAL)? > skb.len() {
-            return Err(EINVAL);
-        }
+        skb.check_range(skb_off, len)?;
         if len == 0 {
             return Ok(());
         }

@@ -205,9 +205,7 @@ impl Umem {
         skb_off: usize,
         len: usize,
     ) -> Result {
-        if skb_off.checked_add(len).ok_or(EINVAL)? > skb.len() {
-            return Err(EINVAL);
-        }
+        skb.check_range(skb_off, len)?;
         self.for_each_piece(off, len, |page, in_page, r| {
             // `for_each_piece()` keeps `in_page + r.len()` within the page and `r` within
             // `0..len`, so `at + n <= skb.len()` (checked above).
