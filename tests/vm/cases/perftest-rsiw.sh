@@ -20,22 +20,20 @@ barrier up
 wait_peer 30
 port=18700
 ip=$(fetch b ip)
-for tool in ib_send_bw ib_write_bw ib_read_bw; do
-	for size in 1 1048576; do
-		port=$((port + 1))
-		opts="-R -d $DEV -p $port -F -n 5 -s $size"
-		serve_client "$tool-$size" b "$port" "$tool $opts" "$tool $opts $ip" 300
-	done
+# run TOOL SIZE ITERS [QPS]: one perftest run, VM b serving.
+run() {
 	port=$((port + 1))
-	opts="-R -d $DEV -p $port -F -n 20 -q 8 -s 65536"
-	serve_client "$tool-q8" b "$port" "$tool $opts" "$tool $opts $ip" 300
+	local opts="-R -d $DEV -p $port -F -n $3 -s $2${4:+ -q $4}"
+	serve_client "$1-$2${4:+-q$4}" b "$port" "$1 $opts" "$1 $opts $ip" 300
+}
+for tool in ib_send_bw ib_write_bw ib_read_bw; do
+	run $tool 1 5
+	run $tool 1048576 5
+	run $tool 65536 20 8
 done
 for tool in ib_send_lat ib_write_lat ib_read_lat; do
-	for size in 1 65536; do
-		port=$((port + 1))
-		opts="-R -d $DEV -p $port -F -n 20 -s $size"
-		serve_client "$tool-$size" b "$port" "$tool $opts" "$tool $opts $ip" 300
-	done
+	run $tool 1 20
+	run $tool 65536 20
 done
 barrier done
 pass
