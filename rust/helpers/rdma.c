@@ -72,4 +72,14 @@ __rust_helper bool rust_helper_virt_addr_valid(unsigned long addr)
 	return virt_addr_valid(addr);
 }
 
+__rust_helper void rust_helper_get_page(struct page *page)
+{
+	get_page(page);
+}
+
+__rust_helper void rust_helper_put_page(struct page *page)
+{
+	put_page(page);
+}
+
 #endif

@@ -20,7 +20,10 @@ use crate::{
     alloc::KVVec,
     bindings,
     error::from_err_ptr,
-    net::tcp::SkbData,
+    net::tcp::{
+        PageFrag,
+        SkbData, //
+    },
     page::{
         BorrowedPage,
         PAGE_SHIFT,
@@ -221,6 +224,70 @@ impl Umem {
             unsafe { bindings::kunmap_local(va) };
             ret
         })
+    }
+}
+
+impl Umem {
+    /// Calls `f(page, offset_in_page, len)` for each page piece of region bytes
+    /// `[off, off + len)`, in order, handing over a reference on the page taken for the piece
+    /// ([`UmemPageRef`]), so that the bytes can be sent by reference
+    /// ([`SocketGuard::send_pages`](crate::net::tcp::SocketGuard::send_pages)) after this
+    /// borrow of the region ended. Does not sleep (if `f` does not).
+    ///
+    /// Fails with `EINVAL` if the range is not inside the region, and with the errors of `f`.
+    pub fn page_refs(
+        &self,
+        off: usize,
+        len: usize,
+        mut f: impl FnMut(UmemPageRef, usize, usize) -> Result,
+    ) -> Result {
+        self.for_each_piece(off, len, |page, in_page, r| {
+            // SAFETY: The page is pinned while `self` lives (type invariant), so it is a live
+            // page to take another reference on.
+            unsafe { bindings::get_page(page.as_ptr()) };
+            let page = NonNull::new(page.as_ptr()).ok_or(EINVAL)?;
+            // INVARIANT: We took a reference just above; the page was pinned by the umem.
+            f(UmemPageRef { page }, in_page, r.len())
+        })
+    }
+}
+
+/// A reference on a page of pinned user memory, taken by [`Umem::page_refs`] and dropped
+/// (`put_page()`) with this value: the page stays allocated while it lives, even if the region
+/// is released meanwhile.
+///
+/// # Invariants
+///
+/// `page` was pinned by a [`Umem`] (`pin_user_pages()`) when this value was created, and this
+/// value owns one reference on it.
+pub struct UmemPageRef {
+    page: NonNull<bindings::page>,
+}
+
+// SAFETY: A page reference may be dropped from any thread.
+unsafe impl Send for UmemPageRef {}
+
+// SAFETY: `&UmemPageRef` only gives out page fragments for sending.
+unsafe impl Sync for UmemPageRef {}
+
+impl UmemPageRef {
+    /// Describes `len` bytes of the page at `offset`, to send them by reference; `EINVAL` if
+    /// they do not fit in the page.
+    ///
+    /// The bytes are user memory: user space may change them at any time, so TCP may
+    /// (re)transmit other bytes than those the page held when the fragment was queued.
+    pub fn frag(&self, offset: usize, len: usize) -> Result<PageFrag<'_>> {
+        // SAFETY: We own a reference on the page for the lifetime of `self` (type invariant).
+        // Pages pinned from user memory are never slab pages: `pin_user_pages()` refuses
+        // `VM_IO`/`VM_PFNMAP` mappings and `vm_insert_page()` refuses slab pages.
+        unsafe { PageFrag::from_raw(self.page, offset, len) }
+    }
+}
+
+impl Drop for UmemPageRef {
+    fn drop(&mut self) {
+        // SAFETY: We own one reference on the page (type invariant) and drop it once.
+        unsafe { bindings::put_page(self.page.as_ptr()) };
     }
 }
 
