@@ -1265,6 +1265,68 @@ impl<'a> PageFrag<'a> {
     }
 }
 
+/// A page for small data sent by reference ([`SocketGuard::send_pages`]), e.g. protocol headers
+/// between payload pages sent by reference, written append-only: bytes once appended are never
+/// changed, so TCP may keep (re)transmitting them after the call. Dropping it releases only our
+/// reference on the page; TCP keeps its own for what it queued.
+///
+/// # Invariants
+///
+/// `used <= PAGE_SIZE`; bytes `[0, used)` of `page` are never written again.
+pub struct AppendPage {
+    page: Page,
+    used: usize,
+}
+
+impl AppendPage {
+    /// Allocates an empty page. May sleep.
+    pub fn new() -> Result<Self> {
+        // INVARIANT: Nothing is used yet.
+        Ok(Self {
+            page: Page::alloc_page(GFP_KERNEL)?,
+            used: 0,
+        })
+    }
+
+    /// Returns the number of bytes appended.
+    pub fn len(&self) -> usize {
+        self.used
+    }
+
+    /// Returns `true` if nothing was appended.
+    pub fn is_empty(&self) -> bool {
+        self.used == 0
+    }
+
+    /// Returns the number of bytes that can still be appended.
+    pub fn room(&self) -> usize {
+        PAGE_SIZE - self.used
+    }
+
+    /// Appends `data` and returns its offset in the page; `ENOSPC` if it does not fit.
+    pub fn append(&mut self, data: &[u8]) -> Result<usize> {
+        let off = self.used;
+        if data.len() > self.room() {
+            return Err(ENOSPC);
+        }
+        // SAFETY: `data` is valid for reading `data.len()` bytes. The bytes written lie beyond
+        // `used`: no fragment handed out by `frag()` covers them, so TCP does not read them.
+        unsafe { self.page.write_raw(data.as_ptr(), off, data.len())? };
+        // INVARIANT: `off + data.len() <= PAGE_SIZE` (checked above).
+        self.used = off + data.len();
+        Ok(off)
+    }
+
+    /// Describes appended bytes `[offset, offset + len)` for sending; `EINVAL` if they were not
+    /// appended.
+    pub fn frag(&self, offset: usize, len: usize) -> Result<PageFrag<'_>> {
+        if offset.checked_add(len).ok_or(EINVAL)? > self.used {
+            return Err(EINVAL);
+        }
+        PageFrag::new(&self.page, offset, len)
+    }
+}
+
 /// A locked TCP socket (`lock_sock()`), unlocked on drop (`release_sock()`, which also
 /// processes the packets that arrived meanwhile and may run callbacks).
 ///
