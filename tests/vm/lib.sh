@@ -184,6 +184,23 @@ wait_listen() {
 		die "nothing listens on port $1 after ${2:-30} s"
 }
 
+# stall_watch TAG PID LIMIT: if PID still runs after 90 s (or 3/4 of LIMIT
+# seconds if that is shorter), print the TCP sockets (queues, cwnd, rtt) and
+# the QPs, so that a hang leaves its state in the console before the
+# timeout kills it. perftest's own give-up is 120 s. Sets _stall_pid.
+stall_watch() {
+	local tag=$1 pid=$2 after=$(($3 * 3 / 4))
+	[ "$after" -gt 90 ] && after=90
+	(
+		sleep "$after"
+		kill -0 "$pid" 2>/dev/null || exit 0
+		log "$tag: still running after ${after}s (slow or stuck); sockets and QPs:"
+		ss -tanie 2>&1 | sed "s/^/  [$tag ss] /"
+		rdma res show qp 2>&1 | sed "s/^/  [$tag qp] /"
+	) &
+	_stall_pid=$!
+}
+
 # serve_client TAG SERVER_ROLE PORT SERVER_CMD CLIENT_CMD [SECONDS]: one
 # client/server exchange between the two VMs. The VM with role SERVER_ROLE
 # runs SERVER_CMD (a string, run by bash) in the background, waits until PORT
@@ -198,14 +215,20 @@ serve_client() {
 		log "$tag: server: $scmd"
 		timeout "$t" bash -c "$scmd" >"$logf" 2>&1 &
 		local pid=$!
+		stall_watch "$tag" "$pid" "$t"
 		wait_listen "$port" 30
 		publish "$tag.listening" 1
 		wait "$pid" || rc=$?
 	else
 		fetch "$srole" "$tag.listening" "$t" >/dev/null
 		log "$tag: client: $ccmd"
-		timeout "$t" bash -c "$ccmd" >"$logf" 2>&1 || rc=$?
+		timeout "$t" bash -c "$ccmd" >"$logf" 2>&1 &
+		local pid=$!
+		stall_watch "$tag" "$pid" "$t"
+		wait "$pid" || rc=$?
 	fi
+	kill "$_stall_pid" 2>/dev/null || true
+	wait "$_stall_pid" 2>/dev/null || true
 	sed "s/^/  [$tag] /" "$logf" | tail -n 40
 	publish "$tag.status" "$rc"
 	for peer in $RSIW_ROLES; do
