@@ -6,7 +6,11 @@
 # listener and a connection in its MPA exchange. VM a listens (ucmatose, on
 # the wildcard address); VM b is a raw TCP peer (tests/vm/py/mpa_raw.py): a
 # wrong key (MPA-01), Markers (D-03), PD_Length 513 (MPA-07) and a peer that
-# never sends its Request (the MPA timeout). Then b opens a connection that
+# never sends its Request (the MPA timeout). Then roles swap: b is a raw MPA
+# responder (tests/vm/py/mpa_responder.py) whose Replies a's initiator
+# (cm_refused.py) must refuse with a Terminate FPDU before closing: an ORD
+# above our IRD (MPA-11, TERM 2/0/06) and A=1 to a client-server Request
+# (MPA-19, TERM 2/0/07, with CRC). Then b opens a connection that
 # stays in the MPA exchange and a unloads rsiw, which must tear both down
 # cleanly (the runner checks the console and kmemleak).
 . /rsiw/tests/vm/lib.sh
@@ -24,6 +28,9 @@ if [ "$RSIW_ROLE" = a ]; then
 	wait_listen $port 30
 	publish listening 1
 	fetch b raw-done 300 >/dev/null
+	fetch b responder 120 >/dev/null
+	run python3 /rsiw/tests/vm/py/cm_refused.py "$(fetch b ip)" $((port + 1)) 2 ||
+		die "cm_refused failed"
 	fetch b pending 60 >/dev/null
 	# The peer's connection is in the MPA exchange (unless its 5 s timeout hit first).
 	run ss -tn
@@ -42,6 +49,14 @@ else
 	fetch a listening 120 >/dev/null
 	run python3 /rsiw/tests/vm/py/mpa_raw.py "$ip" $port
 	publish raw-done 1
+	python3 /rsiw/tests/vm/py/mpa_responder.py $((port + 1)) >"$RSIW_OUT/mpa_responder.log" 2>&1 &
+	resp=$!
+	wait_listen $((port + 1)) 30
+	publish responder 1
+	rc=0
+	wait "$resp" || rc=$?
+	cat "$RSIW_OUT/mpa_responder.log"
+	[ "$rc" = 0 ] || die "mpa_responder failed"
 	# A connection that stays in the MPA exchange while rsiw is unloaded.
 	exec 3<>"/dev/tcp/$ip/$port"
 	printf 'MPA ID Req' >&3

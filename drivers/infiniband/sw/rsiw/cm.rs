@@ -32,22 +32,39 @@ use crate::{
         Conn,
         ConnParams, //
     },
+    crc::KernelCrc32c,
     device::RsiwDevice,
     limits,
     qp::{
         QpState,
         RsiwQp, //
     },
-    wire::mpa::{
-        self,
-        FrameHeader,
-        FrameKind,
-        FrameReader,
-        InitiatorAction,
-        LocalConfig,
-        ReadStatus,
-        ResponderAction,
-        RtrSet, //
+    wire::{
+        hdr::{
+            Body,
+            Opcode,
+            Placement,
+            QN_TERMINATE, //
+        },
+        mpa::{
+            self,
+            FrameHeader,
+            FrameKind,
+            FrameReader,
+            InitiatorAction,
+            LocalConfig,
+            ReadStatus,
+            ResponderAction,
+            RtrSet, //
+        },
+        term::{
+            TermCode,
+            Terminate, //
+        },
+        tx::{
+            Segmenter,
+            TxMessage, //
+        },
     },
 };
 use core::net::SocketAddr;
@@ -943,8 +960,15 @@ impl Cep {
                 self.fail_connect(g, EPROTO);
             }
             InitiatorAction::Terminate(code) => {
-                // TODO: send the Terminate as an FPDU once the data path can (MPA-11/15).
+                // The stream is in full operation (FPDU mode): tell the responder why with a
+                // Terminate before closing (MPA-11, MPA-15, MPA-19), as siw does. Not when the
+                // responder asked for Markers towards it: we cannot frame them (D-03).
                 pr_debug!("rsiw: cm: MPA Reply refused: {:?}\n", code);
+                if let (Some(sock), false) = (g.sock.clone(), hdr.markers()) {
+                    if let Err(e) = send_terminate(&sock, code, g.cfg.crc || hdr.crc()) {
+                        pr_debug!("rsiw: cm: Terminate not sent: {:?}\n", e);
+                    }
+                }
                 self.fail_connect(g, ECONNREFUSED);
             }
             InitiatorAction::Established(p) => {
@@ -1194,6 +1218,43 @@ fn send_frame(
             return Err(EPIPE);
         }
         off += sent;
+    }
+    Ok(())
+}
+
+/// MULPDU for the setup Terminate: it fits one FPDU whatever the MSS (22-byte ULPDU).
+const SETUP_TERM_MULPDU: u16 = 128;
+
+/// Sends a Terminate FPDU with `code` and no echoed header (QN 2, MSN 1: the stream's first
+/// Terminate), markers off and the MPA CRC if `crc`: the stream entered FPDU mode with the
+/// Reply, but no data path is set up yet. Process context.
+fn send_terminate(sock: &TcpSocket, code: TermCode, crc: bool) -> Result {
+    let msg = TxMessage {
+        opcode: Opcode::Terminate,
+        placement: Placement::Untagged {
+            inv_stag: 0,
+            qn: QN_TERMINATE,
+            msn: 1,
+            mo: 0,
+        },
+        body: Body::Terminate(Terminate::bare(code)),
+        payload_len: 0,
+    };
+    let mut seg = Segmenter::new(msg, SETUP_TERM_MULPDU).map_err(|_| EINVAL)?;
+    let plan = seg.next_fpdu().ok_or(EINVAL)?;
+    let (trailer, tl) = plan.crc(&KernelCrc32c, crc).trailer();
+    let trailer = trailer.get(..tl).ok_or(EINVAL)?;
+    let mut fpdu = KVec::with_capacity(plan.header().len().saturating_add(tl), GFP_KERNEL)?;
+    fpdu.extend_from_slice(plan.header(), GFP_KERNEL)?;
+    fpdu.extend_from_slice(trailer, GFP_KERNEL)?;
+    let mut off = 0usize;
+    while off < fpdu.len() {
+        let rest = fpdu.get(off..).ok_or(EINVAL)?;
+        let sent = sock.send(&[rest], SendFlags::NOSIGNAL)?;
+        if sent == 0 {
+            return Err(EPIPE);
+        }
+        off = off.saturating_add(sent);
     }
     Ok(())
 }
