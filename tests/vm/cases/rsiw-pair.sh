@@ -23,10 +23,13 @@
 #   p2p-read  both peer_to_peer=1 rtr_type=2: zero-length Read RTR.
 #   p2p-none  a offers only Write RTR, b accepts only Read RTR: the initiator
 #             finds no common RTR and refuses the connection.
-#
-# Not covered: the zero-length Send RTR. rsiw never offers or accepts it (its
-# RX cannot absorb an RTR Send without consuming a posted receive, D-04), so
-# rtr_type=4 falls back to the client-server model.
+#   p2p-send  both peer_to_peer=1 rtr_type=4: zero-length Send RTR (the only
+#             kind offered), each side initiating once. The responder absorbs
+#             it without a receive or CQE and expects MSN 2 next: rping -V
+#             fails on a stray receive completion, a consumed receive or an
+#             MSN mismatch (MPA-17, T-13).
+#   p2p-send-none a offers only the Send RTR, b accepts Write and Read: the
+#             initiator finds no common RTR, sends TERM 2/0/07 and refuses.
 . /rsiw/tests/vm/lib.sh
 . /rsiw/tests/vm/interop.sh
 
@@ -70,6 +73,13 @@ rping_round p2p-read-a-client b $big 5 req:A=1 req:D=1 req:Cw=0 rep:A=1 rep:D=1
 
 variant2 p2p-none "peer_to_peer=1 rtr_type=1" "rtr_type=2"
 refused_round p2p-none-a-client b req:A=1 req:Cw=1 rep:Cw=0 rep:D=1
+
+variant p2p-send peer_to_peer=1 rtr_type=4
+rping_round p2p-send-a-client b $big 5 req:A=1 req:B=1 req:Cw=0 req:D=0 rep:A=1 rep:B=1
+rping_round p2p-send-b-client a $big 5 req:A=1 req:B=1 req:Cw=0 req:D=0 rep:A=1 rep:B=1
+
+variant2 p2p-send-none "peer_to_peer=1 rtr_type=4" "rtr_type=3"
+refused_round p2p-send-none-a-client b req:A=1 req:B=1 req:Cw=0 rep:B=0 rep:Cw=1
 
 barrier done
 pass

@@ -196,9 +196,7 @@ impl Policy {
     /// The wire core's configuration for a connection whose ULP asked for `ird` and `ord`.
     fn local_config(&self, ird: u32, ord: u32) -> LocalConfig {
         let c = |v: u32, max: u32| v.min(max).min(u32::from(mpa::IRD_ORD_MAX)) as u16;
-        let mut rtr = self.rtr;
-        // The RX path cannot absorb a zero-length Send RTR without a receive (D-04).
-        rtr.send = false;
+        let rtr = self.rtr;
         LocalConfig {
             max_rev: self.mpa_rev,
             crc: self.crc_required,
@@ -985,6 +983,7 @@ impl Cep {
                     ord: g.ord,
                     initiator: true,
                     rtr: p.rtr_send,
+                    send_rtr: false,
                 };
                 if let Err(e) = self.go_rts(g, cp) {
                     self.fail_connect(g, e);
@@ -1408,6 +1407,8 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
         ord: g.ord,
         initiator: false,
         rtr: None,
+        // The initiator may pick the zero-length Send RTR if our Reply offered it.
+        send_rtr: p.p2p && p.rtr_set.send,
     };
     // The data path must be in place before the Reply goes out: the initiator's first FPDU
     // can follow it immediately.

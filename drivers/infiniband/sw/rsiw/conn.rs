@@ -114,6 +114,9 @@ pub(crate) struct ConnParams {
     pub(crate) initiator: bool,
     /// The RTR message to send first (initiator in peer-to-peer mode).
     pub(crate) rtr: Option<RtrKind>,
+    /// Responder in peer-to-peer mode that offered the zero-length Send RTR: RX absorbs it
+    /// without a receive (MPA-17).
+    pub(crate) send_rtr: bool,
 }
 
 /// What the connection refers to; taken away by [`Conn::stop`].
@@ -331,7 +334,7 @@ impl Conn {
             max_ulpdu: u16::MAX,
             siw_terminate: true,
         };
-        let rx = RxState::new(RxParser::new(rxcfg, KernelCrc32c))?;
+        let rx = RxState::new(RxParser::new(rxcfg, KernelCrc32c), p.send_rtr)?;
         let tx = TxState::new(p.rtr)?;
         let links = Links {
             qp: qp.clone(),

@@ -60,7 +60,7 @@ module! {
         },
         rtr_type: u8 {
             default: 3,
-            description: "RTR kinds offered as initiator and accepted as responder: 1 zero-length Write, 2 zero-length Read (bit mask)",
+            description: "RTR kinds offered as initiator and accepted as responder: 1 zero-length Write, 2 zero-length Read, 4 zero-length Send (bit mask)",
         },
         relaxed_ird_negotiation: bool {
             default: true,

@@ -53,7 +53,8 @@ use crate::{
         hdr::{
             Body,
             Opcode,
-            Placement as WirePlacement, //
+            Placement as WirePlacement,
+            QN_SEND, //
         },
         rx::{
             RxEvent,
@@ -123,6 +124,9 @@ pub(crate) struct RxState {
     failed: bool,
     /// The first segment ended.
     first_done: bool,
+    /// A zero-length Send with MSN 1 as the first message is the initiator's RTR (MPA-17):
+    /// it takes no receive and completes nothing.
+    send_rtr: bool,
     /// Set by [`Conn::stop`]: nothing is processed any more.
     pub(crate) stopped: bool,
 }
@@ -148,8 +152,9 @@ impl Outbox {
 type Fail = Option<Terminate>;
 
 impl RxState {
-    /// A fresh engine around `parser`.
-    pub(crate) fn new(parser: RxParser<KernelCrc32c>) -> Result<Self> {
+    /// A fresh engine around `parser`; `send_rtr` if the peer may send a zero-length Send as
+    /// its RTR.
+    pub(crate) fn new(parser: RxParser<KernelCrc32c>, send_rtr: bool) -> Result<Self> {
         Ok(Self {
             parser,
             untagged: RxUntagged::new(),
@@ -158,6 +163,7 @@ impl RxState {
             rqe: None,
             failed: false,
             first_done: false,
+            send_rtr,
             stopped: false,
         })
     }
@@ -268,6 +274,17 @@ impl RxState {
                     }
                 }
             }
+            (Opcode::Send, WirePlacement::Untagged { qn: QN_SEND, .. })
+                if self.send_rtr && !self.first_done && seg.hdr.last && len == 0 =>
+            {
+                // The initiator's zero-length Send RTR (MPA-17, T-13): it must carry MSN 1
+                // and MO 0, and advances the expected MSN; no receive is taken, so the end
+                // of the segment completes nothing. The ULP's first Send is MSN 2.
+                self.send_rtr = false;
+                if let Err(c) = self.untagged.check(&seg, Some(0)) {
+                    return Err(self.term(c, TermEcho::Ddp));
+                }
+            }
             (
                 Opcode::Send | Opcode::SendInv | Opcode::SendSe | Opcode::SendSeInv,
                 WirePlacement::Untagged { mo, .. },
@@ -337,11 +354,12 @@ impl RxState {
             return Ok(());
         };
         self.target = Target::None;
-        if !self.first_done {
+        if !self.first_done && seg.hdr.opcode != Opcode::Terminate {
             self.first_done = true;
             if conn.responder {
                 // Peer-to-peer: the initiator's RTR (or its first message otherwise, which
-                // the connection manager ignores).
+                // the connection manager ignores). A Terminate (an initiator refusing our
+                // Reply, MPA-11/15) is not one: the connection fails instead.
                 conn.rtr_seen.store(true, Release);
                 out.kick = true;
             }
