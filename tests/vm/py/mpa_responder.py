@@ -17,8 +17,7 @@ import socket
 import struct
 import sys
 
-KEY_REQ = b'MPA ID Req Frame'
-KEY_REP = b'MPA ID Rep Frame'
+from mpa_raw import KEY_REP, KEY_REQ, read_all
 FLAG_M, FLAG_C, FLAG_R, FLAG_S = 0x80, 0x40, 0x20, 0x10
 
 
@@ -55,21 +54,6 @@ def read_request(s):
     return hdr[16], hdr[17], recv_exact(s, pd_len)
 
 
-def read_to_eof(s, limit=20):
-    s.settimeout(limit)
-    data = b''
-    try:
-        while True:
-            b = s.recv(4096)
-            if not b:
-                return data, True
-            data += b
-    except socket.timeout:
-        return data, False
-    except ConnectionResetError:
-        return data, True
-
-
 def terminate_fpdu(layer, etype, ecode, crc):
     """The Terminate FPDU the initiator must send: untagged DDP header
     (L=1, DV=1), RDMAP RV=1 opcode 0x7, QN 2, MSN 1, MO 0, no echoed header."""
@@ -91,7 +75,7 @@ def check(lsock, name, flags, ird_word, ord_word, term):
         fail(f'{name}: the initiator asked for peer-to-peer (IRD word {req_ird:#x})')
     crc = bool((rflags | flags) & FLAG_C)
     s.sendall(KEY_REP + bytes([flags | FLAG_S, 2]) + struct.pack('>HHH', 4, ird_word, ord_word))
-    data, eof = read_to_eof(s)
+    data, eof = read_all(s, 20)
     want = terminate_fpdu(*term, crc)
     if data != want or not eof:
         fail(f'{name}: want {want.hex()} then EOF, got {data.hex()} eof={eof}')

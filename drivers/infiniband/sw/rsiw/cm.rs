@@ -947,6 +947,12 @@ impl Cep {
             .unwrap_or(&[]);
         match action {
             InitiatorAction::Rejected { peer_ird, peer_ord } => {
+                pr_info!(
+                    "cm: connect rejected by the peer (MPA Reply R=1: {:?}, ird {:?} ord {:?})\n",
+                    hdr,
+                    peer_ird,
+                    peer_ord
+                );
                 // The responder's values, as the ULP must see them (MPA-06).
                 g.ird = peer_ird.map_or(0, u32::from);
                 g.ord = peer_ord.map_or(0, u32::from);
@@ -961,7 +967,7 @@ impl Cep {
                 // The stream is in full operation (FPDU mode): tell the responder why with a
                 // Terminate before closing (MPA-11, MPA-15, MPA-19), as siw does. Not when the
                 // responder asked for Markers towards it: we cannot frame them (D-03).
-                pr_debug!("rsiw: cm: MPA Reply refused: {:?}\n", code);
+                pr_info!("cm: MPA Reply refused: {:?} ({:?})\n", code, hdr);
                 if let (Some(sock), false) = (g.sock.clone(), hdr.markers()) {
                     if let Err(e) = send_terminate(&sock, code, g.cfg.crc || hdr.crc()) {
                         pr_debug!("rsiw: cm: Terminate not sent: {:?}\n", e);
@@ -971,6 +977,7 @@ impl Cep {
             }
             InitiatorAction::Established(p) => {
                 if policy.crc_strict && !policy.crc_required && hdr.crc() {
+                    pr_info!("cm: MPA Reply refused: CRC asked for (crc_strict)\n");
                     self.fail_connect(g, ECONNREFUSED);
                     return;
                 }
@@ -1094,6 +1101,7 @@ impl Cep {
                 } else {
                     ECONNRESET
                 };
+                pr_info!("cm: connect failed: {:?} (TCP state {:?})\n", e, st);
                 self.fail_connect(g, e);
             }
             // The ULP answers with accept or reject, which then fails.
@@ -1351,6 +1359,7 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
     }
     let (ird, ord) = (param.ird(), param.ord());
     let fail = |cep: &Arc<Cep>, g: &mut Inner, e: Error| {
+        pr_info!("cm: accept failed: {:?}\n", e);
         cep.close_locked(g, None);
         Err(e)
     };
@@ -1386,14 +1395,24 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
             flags,
             rev,
             enhanced,
-            ..
+            reason,
         } => {
+            pr_info!(
+                "cm: accept refused: {:?} (request {:?}, ird {} ord {})\n",
+                reason,
+                hdr,
+                ird,
+                ord
+            );
             if let Some(s) = g.sock.clone() {
                 let _ = send_frame(&s, FrameKind::Reply, flags, rev, enhanced.as_ref(), &[]);
             }
             return fail(&cep, &mut g, EINVAL);
         }
-        ResponderAction::Close(_) => return fail(&cep, &mut g, EINVAL),
+        ResponderAction::Close(e) => {
+            pr_info!("cm: accept refused: bad request {:?}\n", e);
+            return fail(&cep, &mut g, EINVAL);
+        }
     };
     g.id = Some(ARef::from(id));
     cep.qpn.store(param.qpn(), Relaxed);
