@@ -1355,6 +1355,7 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
     let cep = passive_cep(dev, id)?;
     let mut g = cep.inner.lock();
     if g.state != State::RecvdRequest {
+        pr_info!("cm: accept in state {:?}\n", g.state);
         return Err(ECONNRESET);
     }
     let (ird, ord) = (param.ird(), param.ord());
@@ -1460,6 +1461,11 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
 pub(crate) fn reject(dev: &Device<RsiwDevice>, id: &CmId, pdata: &[u8]) -> Result {
     let cep = passive_cep(dev, id)?;
     let mut g = cep.inner.lock();
+    pr_info!(
+        "cm: reject ({} bytes of private data) in state {:?}\n",
+        pdata.len(),
+        g.state
+    );
     if g.state != State::RecvdRequest {
         cep.close_locked(&mut g, None);
         return Err(ECONNRESET);
