@@ -1216,15 +1216,19 @@ fn send_frame(
 ) -> Result {
     let mut buf = KVec::from_elem(0u8, mpa::MAX_FRAME, GFP_KERNEL)?;
     let n = mpa::encode_frame(kind, flags, rev, enh, pd, &mut buf).map_err(|_| EINVAL)?;
-    let frame = buf.get(..n).ok_or(EINVAL)?;
+    send_all(sock, buf.get(..n).ok_or(EINVAL)?)
+}
+
+/// Sends all of `bytes` on the connection socket (blocking; process context).
+fn send_all(sock: &TcpSocket, bytes: &[u8]) -> Result {
     let mut off = 0usize;
-    while off < frame.len() {
-        let rest = frame.get(off..).ok_or(EINVAL)?;
+    while off < bytes.len() {
+        let rest = bytes.get(off..).ok_or(EINVAL)?;
         let sent = sock.send(&[rest], SendFlags::NOSIGNAL)?;
         if sent == 0 {
             return Err(EPIPE);
         }
-        off += sent;
+        off = off.saturating_add(sent);
     }
     Ok(())
 }
@@ -1254,16 +1258,7 @@ fn send_terminate(sock: &TcpSocket, code: TermCode, crc: bool) -> Result {
     let mut fpdu = KVec::with_capacity(plan.header().len().saturating_add(tl), GFP_KERNEL)?;
     fpdu.extend_from_slice(plan.header(), GFP_KERNEL)?;
     fpdu.extend_from_slice(trailer, GFP_KERNEL)?;
-    let mut off = 0usize;
-    while off < fpdu.len() {
-        let rest = fpdu.get(off..).ok_or(EINVAL)?;
-        let sent = sock.send(&[rest], SendFlags::NOSIGNAL)?;
-        if sent == 0 {
-            return Err(EPIPE);
-        }
-        off = off.saturating_add(sent);
-    }
-    Ok(())
+    send_all(sock, &fpdu)
 }
 
 // ---------------------------------------------------------------------------------------------
