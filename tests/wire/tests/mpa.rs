@@ -544,6 +544,39 @@ fn mpa_11_initiator_ird_ord_on_accept() {
         initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]),
         InitiatorAction::Terminate(TermCode::new(2, 0, 6))
     );
+    // Strict negotiation (siw's relaxed_ird_negotiation false): the ULP's
+    // ORD above the responder IRD, or the responder ORD above the ULP's IRD,
+    // terminates with 2/0/06 instead of adjusting.
+    let strict = LocalConfig {
+        relaxed_ord: false,
+        ..icfg
+    };
+    for (ird, ord) in [(6, 4), (8, 10), (6, 10)] {
+        let rep = frame(
+            FrameKind::Reply,
+            0,
+            2,
+            Some(enh(ird, ord, false, RtrSet::NONE)),
+            b"",
+        );
+        assert_eq!(
+            initiator_decide(&strict, &hdr(&rep, FrameKind::Reply), &rep[20..]),
+            InitiatorAction::Terminate(TermCode::new(2, 0, 6)),
+            "reply IRD {ird} ORD {ord}"
+        );
+    }
+    // Values that already fit are taken as they are.
+    let rep = frame(
+        FrameKind::Reply,
+        0,
+        2,
+        Some(enh(8, 4, false, RtrSet::NONE)),
+        b"",
+    );
+    match initiator_decide(&strict, &hdr(&rep, FrameKind::Reply), &rep[20..]) {
+        InitiatorAction::Established(p) => assert_eq!((p.ird, p.ord), (4, 8)),
+        a => panic!("{a:?}"),
+    }
 }
 
 #[test]

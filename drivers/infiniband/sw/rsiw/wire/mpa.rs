@@ -471,6 +471,8 @@ pub struct LocalConfig {
     pub rtr: RtrSet,
     /// Responder: adopt the initiator's IRD as ORD instead of rejecting when
     /// it is below the ULP's ORD (as `siw`'s relaxed negotiation does).
+    /// Initiator: lower the ORD to the responder's IRD and raise the IRD to
+    /// its ORD instead of terminating.
     pub relaxed_ord: bool,
 }
 
@@ -809,15 +811,19 @@ pub fn initiator_decide(cfg: &LocalConfig, rep: &FrameHeader, pd: &[u8]) -> Init
             peer_ord: None,
         });
     };
-    // ORD at most the responder IRD; IRD at least the responder ORD.
+    // ORD at most the responder IRD; IRD at least the responder ORD. Strict
+    // negotiation (`relaxed_ord` off, as `siw` with `relaxed_ird_negotiation`
+    // false) keeps what the ULP asked for or terminates: 2/0/06 (MPA-11).
     let ord = if re.ird == IRD_ORD_ULP {
         local_ord
+    } else if re.ird < local_ord && !cfg.relaxed_ord {
+        return InitiatorAction::Terminate(TermCode::llp(LlpCode::InsufficientIrd));
     } else {
         local_ord.min(re.ird)
     };
     let ird = if re.ord == IRD_ORD_ULP {
         local_ird
-    } else if re.ord > cfg.max_ird.min(IRD_ORD_MAX) {
+    } else if re.ord > cfg.max_ird.min(IRD_ORD_MAX) || (re.ord > local_ird && !cfg.relaxed_ord) {
         return InitiatorAction::Terminate(TermCode::llp(LlpCode::InsufficientIrd));
     } else {
         local_ird.max(re.ord)
