@@ -11,11 +11,12 @@
 #
 # Under QEMU TCG (KVM guests hang on these machines) absolute numbers are
 # low and noisy: read the ratios, and repeat (RSIW_BENCH_ROUNDS) to see the
-# spread.
+# spread. RSIW_BENCH_ONLY selects a subset (see scripts/rsiw/guest/bench).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 rounds=${RSIW_BENCH_ROUNDS:-1}
+RSIW_BENCH_ONLY=${RSIW_BENCH_ONLY:-}
 "$RSIW_TOP/scripts/rsiw/kernel.sh" build bench
 out="$RSIW_CACHE/logs/bench-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
@@ -24,7 +25,7 @@ for r in $(seq 1 "$rounds"); do
 		rsiw_log "round $r: $drv <-> $drv"
 		"$RSIW_TOP/scripts/rsiw/vm.py" run --variant bench --vms 2 --driver "$drv" \
 			--driver-b "$drv" --quiet --timeout 1200 --out "$out/$drv-$r" \
-			--cmd /rsiw/guest/bench ||
+			--cmd "RSIW_BENCH_ONLY=${RSIW_BENCH_ONLY@Q} /rsiw/guest/bench" ||
 			rsiw_die "the $drv pair failed; logs in $out/$drv-$r"
 		[ -s "$out/$drv-$r/b/bench.txt" ] || rsiw_die "no results from the $drv pair ($out/$drv-$r)"
 	done
