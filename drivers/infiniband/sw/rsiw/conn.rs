@@ -232,6 +232,9 @@ pub(crate) struct Shared {
     /// The completion status a peer's Terminate gives the oldest outstanding Read (the one
     /// it refers to); the others are flushed.
     pub(crate) peer_term: Option<u16>,
+    /// TX holds a send queue element back until a Read completes (no ORD credit, or a Read
+    /// fence): a completed Read must kick TX. Otherwise RX does not wake TX for it.
+    pub(crate) tx_waits_read: bool,
 }
 
 /// The data path of one connection.
@@ -326,6 +329,7 @@ impl Conn {
             term: None,
             fatal: false,
             peer_term: None,
+            tx_waits_read: false,
         };
         let rxcfg = RxConfig {
             crc: p.crc,

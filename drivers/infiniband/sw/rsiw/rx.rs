@@ -388,7 +388,11 @@ impl RxState {
                         }
                     }
                 }
-                out.kick = true;
+                // Wake TX only if it waits for this (a work queue round trip per Read
+                // otherwise: the bulk of a small Read's latency).
+                if core::mem::take(&mut sh.tx_waits_read) {
+                    out.kick = true;
+                }
             }
             Opcode::Send | Opcode::SendInv | Opcode::SendSe | Opcode::SendSeInv if seg.hdr.last => {
                 let mo = match seg.hdr.placement {

@@ -478,9 +478,15 @@ impl TxState {
         };
         let signalled = sqe.flags & flags::SIGNALLED != 0;
         let fail = |st: u16| Fatal::local(Some((sqe.id, sqe.opcode, st)));
-        if sqe.flags & flags::READ_FENCE != 0 && !conn.shared.lock().ord.is_empty() {
-            self.pending = Some(sqe);
-            return Ok(None);
+        if sqe.flags & flags::READ_FENCE != 0 {
+            let mut sh = conn.shared.lock();
+            if !sh.ord.is_empty() {
+                // Under the lock RX completes Reads with: it sees the flag.
+                sh.tx_waits_read = true;
+                drop(sh);
+                self.pending = Some(sqe);
+                return Ok(None);
+            }
         }
         let dev = qp.device();
         match sqe.opcode {
@@ -522,6 +528,7 @@ impl TxState {
                 {
                     let mut sh = conn.shared.lock();
                     if !issue_read(&mut sh, req, wr) {
+                        sh.tx_waits_read = true;
                         drop(sh);
                         self.pending = Some(sqe);
                         return Ok(None);
