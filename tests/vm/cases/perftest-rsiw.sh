@@ -6,7 +6,8 @@
 # pairing; perftest-interop pairs rsiw with siw): ib_send_bw, ib_write_bw and
 # ib_read_bw at 1 B and 1 MiB (4 KiB: perftest-interop) and with 8 QPs (-q 8), and the three
 # latency tools at 1 B and 64 KiB, then Reads beyond the ORD and a fenced
-# Send (tests/vm/py/read_fence.py). Both VMs run the same code, so one
+# Send (tests/vm/py/read_fence.py) and the data of large unsignalled Writes
+# and Sends (bulk_data.py). Both VMs run the same code, so one
 # direction suffices (VM b serves, a is the client). perftest checks the
 # completions and their statuses and fails on errors; this is a correctness
 # test with few iterations (speed: make bench).
@@ -38,9 +39,12 @@ for tool in ib_send_lat ib_write_lat ib_read_lat; do
 done
 # Reads beyond ORD 1, then a fenced Send (RDMAP-07): the requester must be
 # woken by each completed Read, and the data must arrive.
-port=$((port + 1))
-serve_client read-fence b "$port" \
-	"python3 /rsiw/tests/vm/py/read_fence.py server $ip $port" \
-	"python3 /rsiw/tests/vm/py/read_fence.py client $ip $port" 60
+# Then every byte of large unsignalled Writes and Sends (bulk_data.py).
+for t in read_fence bulk_data; do
+	port=$((port + 1))
+	serve_client "$t" b "$port" \
+		"python3 /rsiw/tests/vm/py/$t.py server $ip $port" \
+		"python3 /rsiw/tests/vm/py/$t.py client $ip $port" 90
+done
 barrier done
 pass

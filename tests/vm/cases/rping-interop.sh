@@ -7,7 +7,9 @@
 # travels as RDMA Send, Write and Read (the server reads the client's buffer
 # and writes it back). Sizes 64 B to 65535 B (rping's largest: its buffers
 # are below 64 KiB; larger transfers are covered by the perftest cases), over
-# IPv4 and IPv6 link-local addresses.
+# IPv4 and IPv6 link-local addresses. Then, each VM the server in turn,
+# tests/vm/py/bulk_data.py checks every byte of large unsignalled Writes and
+# Sends, and read_fence.py Reads beyond ORD 1 followed by a fenced Send.
 #
 # siw offers MPA Rev 2 without CRC and without peer-to-peer mode (its knobs
 # are compile-time constants); the rsiw side is reloaded with each of its MPA
@@ -27,6 +29,17 @@ rounds() { # CONFIG
 			serve_client "rping-$1-$srv-$size" "$srv" "$port" \
 				"rping -s -a $ip -p $port -V -C $count -S $size" \
 				"rping -c -a $ip -p $port -V -C $count -S $size"
+		done
+	done
+	# Data of large unsignalled Writes and Sends, then Reads beyond ORD 1
+	# and a fenced Send (RDMAP-07): rping -V checks neither.
+	for srv in a b; do
+		ip=$(fetch "$srv" ip)
+		for t in bulk_data read_fence; do
+			port=$((port + 1))
+			serve_client "$t-$1-$srv" "$srv" "$port" \
+				"python3 /rsiw/tests/vm/py/$t.py server $ip $port" \
+				"python3 /rsiw/tests/vm/py/$t.py client $ip $port" 90
 		done
 	done
 	# IPv6 link-local: one round each way.
