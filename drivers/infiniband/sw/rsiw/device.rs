@@ -197,10 +197,13 @@ pub(crate) struct RsiwDevice {
     /// The STag table: every memory region by STag index.
     mem: MemTable,
     /// Every QP by number (`iw_get_qp`), holding a reference until `destroy_qp`.
-    qp_table: Pin<KBox<SpinLock<RBTree<u32, ARef<Qp<RsiwDevice>>>>>>,
+    qp_table: QpTable,
     /// The connection manager: listeners, connection endpoints and their work queue.
     pub(crate) cm: cm::DeviceCm,
 }
+
+/// Every QP of a device by number, each with a reference.
+type QpTable = Pin<KBox<SpinLock<RBTree<u32, ARef<Qp<RsiwDevice>>>>>>;
 
 impl RsiwDevice {
     fn new(mac: [u8; ETH_ALEN], part_id: u32) -> Result<Self> {
