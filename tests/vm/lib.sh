@@ -208,27 +208,62 @@ stall_watch() {
 # within SECONDS (default 120). Output goes to the console and to
 # $RSIW_OUT/TAG.log; each side publishes its status, and both fail if either
 # side failed.
+#
+# A perftest client (CLIENT_CMD ib_*_bw/lat) that lost perftest's own
+# connection race (see perftest_refused) runs again, with a new server, up to
+# twice.
 serve_client() {
 	local tag=$1 srole=$2 port=$3 scmd=$4 ccmd=$5 t=${6:-120} rc=0 peer prc
-	local logf="$RSIW_OUT/$tag.log"
-	if [ "$RSIW_ROLE" = "$srole" ]; then
-		log "$tag: server: $scmd"
-		timeout "$t" bash -c "$scmd" >"$logf" 2>&1 &
-		local pid=$!
-		stall_watch "$tag" "$pid" "$t"
-		wait_listen "$port" 30
-		publish "$tag.listening" 1
-		wait "$pid" || rc=$?
-	else
-		fetch "$srole" "$tag.listening" "$t" >/dev/null
-		log "$tag: client: $ccmd"
-		timeout "$t" bash -c "$ccmd" >"$logf" 2>&1 &
-		local pid=$!
-		stall_watch "$tag" "$pid" "$t"
-		wait "$pid" || rc=$?
-	fi
-	kill "$_stall_pid" 2>/dev/null || true
-	wait "$_stall_pid" 2>/dev/null || true
+	local logf="$RSIW_OUT/$tag.log" try=1 tries=1 pid before verdict
+	[[ $ccmd =~ ^ib_[a-z]+_(bw|lat)\  ]] && tries=3
+	while :; do
+		rc=0
+		if [ "$RSIW_ROLE" = "$srole" ]; then
+			log "$tag: server: $scmd"
+			timeout "$t" bash -c "$scmd" >"$logf" 2>&1 &
+			pid=$!
+			stall_watch "$tag" "$pid" "$t"
+			wait_listen "$port" 30
+			publish "$tag.listening.$try" 1
+			# A client that lost the race leaves this server waiting for a
+			# connection that never comes: stop it.
+			verdict=
+			while [ -z "$verdict" ]; do
+				verdict=$(_client_verdict "$tag" "$try")
+				[ -n "$verdict" ] || kill -0 "$pid" 2>/dev/null || break
+				sleep 0.2
+			done
+			[ "$verdict" != race ] || kill "$pid" 2>/dev/null || true
+			wait "$pid" || rc=$?
+			kill "$_stall_pid" 2>/dev/null || true
+			wait "$_stall_pid" 2>/dev/null || true
+			# Exited first: wait for the client's verdict all the same.
+			[ -n "$verdict" ] || wait_for "$t" _client_verdict_any "$tag" "$try" || true
+			if [ "$(_client_verdict "$tag" "$try")" = race ]; then
+				log "$tag: the client lost perftest's connection race; serving again"
+				try=$((try + 1))
+				continue
+			fi
+		else
+			fetch "$srole" "$tag.listening.$try" "$t" >/dev/null
+			log "$tag: client: $ccmd"
+			before=$(_refused_lines)
+			timeout "$t" bash -c "$ccmd" >"$logf" 2>&1 &
+			pid=$!
+			stall_watch "$tag" "$pid" "$t"
+			wait "$pid" || rc=$?
+			kill "$_stall_pid" 2>/dev/null || true
+			wait "$_stall_pid" 2>/dev/null || true
+			if [ "$rc" != 0 ] && [ $try -lt $tries ] && perftest_refused "$logf" "$before"; then
+				log "$tag: perftest's connection race: the server did not listen yet (status $rc); again"
+				sed "s/^/  [$tag try $try] /" "$logf" | tail -n 8
+				publish "$tag.race.$try" 1
+				try=$((try + 1))
+				continue
+			fi
+		fi
+		break
+	done
 	sed "s/^/  [$tag] /" "$logf" | tail -n 40
 	publish "$tag.status" "$rc"
 	for peer in $RSIW_ROLES; do
@@ -238,6 +273,46 @@ serve_client() {
 	done
 	[ "$rc" = 0 ] || die "$tag: exited with status $rc"
 	log "$tag: ok"
+}
+
+# _client_verdict TAG TRY: "race" if the client of serve_client TAG asked for
+# another try, "done" if it published its status, else nothing.
+_client_verdict() {
+	local d=$RSIW_RUN/.barrier c
+	c=$(peer_role)
+	if [ -e "$d/$c.$1.race.$2" ]; then
+		echo race
+	elif [ -e "$d/$c.$1.status" ] || [ -e "$d/failed.$c" ]; then
+		echo done
+	fi
+}
+_client_verdict_any() { [ -n "$(_client_verdict "$@")" ]; }
+
+# _refused_lines: how many times this kernel's rsiw logged a TCP connect
+# refused by the peer (a RST answering the SYN; Error(111) without
+# CONFIG_SYMBOLIC_ERRNAME).
+_refused_lines() { dmesg 2>/dev/null | grep -cE 'rsiw: cm: connect failed: (ECONNREFUSED|Error\(111\))' || true; }
+
+# perftest_refused LOG BEFORE: whether the perftest client whose output is LOG
+# failed only because its test connection was refused at the TCP level: a RST
+# answered the SYN, so nothing listened on the port yet. perftest's server
+# listens for the test connection only after the handshake over its first
+# rdma_cm connection, and its client connects as soon as the handshake is
+# over (create_rdma_cm_connection()); the client's retry of that connection
+# then crashes in librdmacm (linux-rdma/perftest#93). With rsiw the refusal is
+# RDMA_CM_EVENT_REJECTED -111 and the kernel line counted by _refused_lines
+# (BEFORE: the count before the run); an MPA reject logs other lines. With siw
+# rdma_connect() itself fails with ECONNREFUSED.
+perftest_refused() {
+	case $RSIW_DRIVER in
+	rsiw)
+		grep -q 'RDMA_CM_EVENT_REJECTED; error: -111' "$1" &&
+			[ "$(_refused_lines)" -gt "$2" ] ;;
+	siw)
+		grep -q 'Failed to connect through RDMA CM' "$1" &&
+			grep -q 'ERRNO: Connection refused' "$1" ;;
+	*) false ;;
+	esac
 }
 
 # peer_role: the other VM's role.
