@@ -837,9 +837,7 @@ impl RsiwQp {
                 Ok(())
             }
             QpState::Rts => {
-                if let Some(c) = this.conn() {
-                    c.tx_inline();
-                }
+                this.kick_tx();
                 Ok(())
             }
             _ => Err(ENOTCONN),
