@@ -18,8 +18,6 @@
 # success.
 
 import struct
-import sys
-
 import pyverbs.cm_enums as ce
 import pyverbs.enums as e
 from pyverbs.qp import QPCap, QPInitAttr
@@ -95,16 +93,5 @@ def client(addr, port):
     cmutil.disconnect_after_peer(cmid, quiet=True)
 
 
-def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ('server', 'client'):
-        fail('usage: bulk_data.py server|client ADDR PORT')
-    role, addr, port = sys.argv[1:4]
-    if role == 'server':
-        server(addr, port)
-    else:
-        client(addr, port)
-    log('ok')
-
-
 if __name__ == '__main__':
-    main()
+    cmutil.run_role(server, client)

@@ -105,3 +105,13 @@ def disconnect_after_peer(cmid, quiet=False):
     except Exception as ex:  # pylint: disable=broad-except
         if not quiet:
             log(f'disconnect after the peer closed: {ex}')
+
+
+def run_role(server, client):
+    """main() of a two-sided script taking "server|client ADDR PORT": runs
+    server(addr, port) or client(addr, port), then logs ok."""
+    if len(sys.argv) != 4 or sys.argv[1] not in ('server', 'client'):
+        fail(f'usage: {NAME}.py server|client ADDR PORT')
+    role, addr, port = sys.argv[1:4]
+    (server if role == 'server' else client)(addr, port)
+    log('ok')

@@ -18,8 +18,6 @@
 # read; the server checks the Send arrived. Exits 0 on success.
 
 import struct
-import sys
-
 import pyverbs.cm_enums as ce
 import pyverbs.enums as e
 
@@ -81,16 +79,5 @@ def client(addr, port):
     next_event(ch, ce.RDMA_CM_EVENT_DISCONNECTED)
 
 
-def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ('server', 'client'):
-        fail('usage: read_fence.py server|client ADDR PORT')
-    role, addr, port = sys.argv[1:4]
-    if role == 'server':
-        server(addr, port)
-    else:
-        client(addr, port)
-    log('ok')
-
-
 if __name__ == '__main__':
-    main()
+    cmutil.run_role(server, client)
