@@ -32,6 +32,22 @@ fn enh(ird: u16, ord: u16, p2p: bool, rtr: RtrSet) -> Enhanced {
     Enhanced { ird, ord, p2p, rtr }
 }
 
+/// An accepting Rev 2 Reply with IRD `ird`, ORD `ord`, no peer-to-peer, no private data.
+fn reply_v2(ird: u16, ord: u16) -> Vec<u8> {
+    frame(
+        FrameKind::Reply,
+        0,
+        2,
+        Some(enh(ird, ord, false, RtrSet::NONE)),
+        b"",
+    )
+}
+
+/// The initiator's decision on the encoded Reply `rep`.
+fn decide(cfg: &LocalConfig, rep: &[u8]) -> InitiatorAction {
+    initiator_decide(cfg, &hdr(rep, FrameKind::Reply), &rep[20..])
+}
+
 const WR: RtrSet = RtrSet {
     send: false,
     write: true,
@@ -206,7 +222,7 @@ fn mpa_05_crc_negotiation_and_check() {
         ..Default::default()
     };
     let rep = frame(FrameKind::Reply, FLAG_C, 1, None, b"");
-    match initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]) {
+    match decide(&icfg, &rep) {
         InitiatorAction::Established(p) => assert!(p.crc),
         a => panic!("{a:?}"),
     }
@@ -518,14 +534,8 @@ fn mpa_11_initiator_ird_ord_on_accept() {
         max_ord: 16,
         ..Default::default()
     };
-    let rep = frame(
-        FrameKind::Reply,
-        0,
-        2,
-        Some(enh(6, 10, false, RtrSet::NONE)),
-        b"",
-    );
-    match initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]) {
+    let rep = reply_v2(6, 10);
+    match decide(&icfg, &rep) {
         InitiatorAction::Established(p) => {
             assert_eq!(p.ord, 6); // at most responder IRD
             assert_eq!(p.ird, 10); // at least responder ORD
@@ -533,15 +543,9 @@ fn mpa_11_initiator_ird_ord_on_accept() {
         }
         a => panic!("{a:?}"),
     }
-    let rep = frame(
-        FrameKind::Reply,
-        0,
-        2,
-        Some(enh(6, 0x3FFE, false, RtrSet::NONE)),
-        b"",
-    );
+    let rep = reply_v2(6, 0x3FFE);
     assert_eq!(
-        initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]),
+        decide(&icfg, &rep),
         InitiatorAction::Terminate(TermCode::new(2, 0, 6))
     );
     // Strict negotiation (siw's relaxed_ird_negotiation false): the ULP's
@@ -552,28 +556,16 @@ fn mpa_11_initiator_ird_ord_on_accept() {
         ..icfg
     };
     for (ird, ord) in [(6, 4), (8, 10), (6, 10)] {
-        let rep = frame(
-            FrameKind::Reply,
-            0,
-            2,
-            Some(enh(ird, ord, false, RtrSet::NONE)),
-            b"",
-        );
+        let rep = reply_v2(ird, ord);
         assert_eq!(
-            initiator_decide(&strict, &hdr(&rep, FrameKind::Reply), &rep[20..]),
+            decide(&strict, &rep),
             InitiatorAction::Terminate(TermCode::new(2, 0, 6)),
             "reply IRD {ird} ORD {ord}"
         );
     }
     // Values that already fit are taken as they are.
-    let rep = frame(
-        FrameKind::Reply,
-        0,
-        2,
-        Some(enh(8, 4, false, RtrSet::NONE)),
-        b"",
-    );
-    match initiator_decide(&strict, &hdr(&rep, FrameKind::Reply), &rep[20..]) {
+    let rep = reply_v2(8, 4);
+    match decide(&strict, &rep) {
         InitiatorAction::Established(p) => assert_eq!((p.ird, p.ord), (4, 8)),
         a => panic!("{a:?}"),
     }
@@ -631,14 +623,8 @@ fn mpa_12_ulp_negotiated_0x3fff() {
         ord: 4,
         ..Default::default()
     };
-    let rep = frame(
-        FrameKind::Reply,
-        0,
-        2,
-        Some(enh(0x3FFF, 0x3FFF, false, RtrSet::NONE)),
-        b"",
-    );
-    match initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]) {
+    let rep = reply_v2(0x3FFF, 0x3FFF);
+    match decide(&icfg, &rep) {
         InitiatorAction::Established(p) => assert_eq!((p.ird, p.ord), (3, 4)),
         a => panic!("{a:?}"),
     }
@@ -769,7 +755,7 @@ fn mpa_15_initiator_rtr_choice_and_failure() {
         b"",
     );
     assert_eq!(
-        initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]),
+        decide(&icfg, &rep),
         InitiatorAction::Terminate(TermCode::new(2, 0, 7))
     );
     let rep = frame(
@@ -788,7 +774,7 @@ fn mpa_15_initiator_rtr_choice_and_failure() {
         )),
         b"",
     );
-    match initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]) {
+    match decide(&icfg, &rep) {
         InitiatorAction::Established(p) => {
             assert_eq!(p.rtr_send, Some(RtrKind::Read));
             assert!(p.ord >= 1);
@@ -813,7 +799,7 @@ fn mpa_15_initiator_rtr_choice_and_failure() {
         b"",
     );
     assert_eq!(
-        initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]),
+        decide(&icfg, &rep),
         InitiatorAction::Terminate(TermCode::llp(LlpCode::NoMatchingRtr))
     );
     // A Read RTR uses one ORD slot even if the ULP asked for none; a Write
@@ -838,7 +824,7 @@ fn mpa_15_initiator_rtr_choice_and_failure() {
             ..Default::default()
         };
         let rep = frame(FrameKind::Reply, 0, 2, Some(enh(1, 0, true, rtr)), b"");
-        match initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]) {
+        match decide(&icfg, &rep) {
             InitiatorAction::Established(p) => {
                 assert_eq!(p.rtr_send, Some(kind));
                 assert_eq!(p.ord, want_ord, "{kind:?}");
@@ -984,7 +970,7 @@ fn mpa_19_enhanced_mode_term_codes() {
         ..Default::default()
     };
     assert_eq!(
-        initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]),
+        decide(&icfg, &rep),
         InitiatorAction::Terminate(TermCode::new(2, 0, 5))
     );
 }
@@ -1205,7 +1191,7 @@ fn mpa_25_markers_never_negotiated_nor_framed() {
             };
             let rep = frame(FrameKind::Reply, FLAG_M | extra, rev, en, b"");
             assert_eq!(
-                initiator_decide(&icfg, &hdr(&rep, FrameKind::Reply), &rep[20..]),
+                decide(&icfg, &rep),
                 InitiatorAction::Terminate(TermCode::llp(LlpCode::LocalCatastrophic)),
                 "rev {rev}"
             );
