@@ -84,7 +84,7 @@ use kernel::{
             TcpState, //
         },
     },
-    new_mutex, new_spinlock_irq, new_work,
+    new_condvar, new_mutex, new_spinlock_irq, new_work,
     prelude::*,
     rdma::{
         device::Device,
@@ -105,6 +105,8 @@ use kernel::{
         },
         Arc,
         ArcBorrow,
+        CondVar,
+        CondVarTimeoutResult,
         Mutex,
         SpinLockIrq, //
     },
@@ -118,6 +120,7 @@ use kernel::{
             HrTimerRestart,
             RelativeSoftMode, //
         },
+        msecs_to_jiffies,
         Delta,
         Monotonic, //
     },
@@ -153,6 +156,10 @@ static THIS: ThisModule = <crate::RsiwModule as kernel::ModuleMetadata>::THIS_MO
 
 /// How long an initiator waits for the TCP handshake and the MPA Reply (`MPAREQ_TIMEOUT`).
 const REPLY_TIMEOUT: Delta = Delta::from_secs(10);
+
+/// How long `iw_connect` waits for the TCP handshake before it leaves the rest to the work
+/// item: about one initial retransmission timeout.
+const CONNECT_WAIT_MS: u32 = 1000;
 /// How long a responder waits for the MPA Request after accepting the TCP connection.
 const REQUEST_TIMEOUT: Delta = Delta::from_secs(5);
 
@@ -578,6 +585,9 @@ pub(crate) struct Cep {
     fast: SpinLockIrq<Fast>,
     #[pin]
     inner: Mutex<Inner>,
+    /// Signalled when an active endpoint leaves [`State::Connecting`].
+    #[pin]
+    left_connecting: CondVar,
     #[pin]
     timer: HrTimer<Cep>,
     #[pin]
@@ -677,6 +687,7 @@ impl Cep {
                     },
                     "rsiw_cep"
                 ),
+                left_connecting <- new_condvar!("rsiw_cep_connecting"),
                 timer <- HrTimer::new(),
                 work <- new_work!("rsiw_cep_work"),
             }),
@@ -757,6 +768,9 @@ impl Cep {
         }
         if events & ev::STATE != 0 && g.state == State::Connecting {
             self.connected(&mut g);
+        }
+        if g.state != State::Connecting {
+            self.left_connecting.notify_all();
         }
         if events & ev::DATA != 0 {
             self.read_mpa(&mut g);
@@ -1324,6 +1338,18 @@ pub(crate) fn connect(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>
             cep.arm_timer(&mut g, REPLY_TIMEOUT);
             if c == Connect::Done {
                 cep.connected(&mut g);
+            }
+            // As siw (whose connect blocks), return once the MPA Request is on its way, or
+            // the attempt failed, but wait no longer than about one SYN retransmission: the
+            // rest is reported by events either way. Connections a ULP opens one after the
+            // other then reach the peer in that order: perftest pairs its QPs by that order,
+            // and a siw listener can reorder Requests that arrive back to back.
+            let mut left = msecs_to_jiffies(CONNECT_WAIT_MS);
+            while g.state == State::Connecting {
+                match cep.left_connecting.wait_interruptible_timeout(&mut g, left) {
+                    CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+                    _ => break,
+                }
             }
             Ok(())
         }
