@@ -70,7 +70,7 @@ rust_setup() {
 		rustup component add rust-src
 	fi
 	local v
-	v=$(bindgen --version 2>/dev/null | awk '{print $2}')
+	v=$({ bindgen --version 2>/dev/null || true; } | awk '{print $2}')
 	if [ -z "$v" ] || ! version_ge "$v" "$BINDGEN_MIN"; then
 		rsiw_log "installing bindgen-cli from crates.io"
 		cargo install --locked --quiet bindgen-cli
