@@ -11,7 +11,18 @@
 # up to 8 MiB) takes over 5 minutes per tool under TCG, so the sizes are a
 # spread: 1 B (below any header), 4 KiB (one page, several FPDUs) and
 # 1 MiB (beyond the socket buffers).
+#
+# The clients run with tests/vm/tools/rdma-connect-delay.c preloaded: it
+# holds perftest's test connection back until the server has listened again
+# after its parameter exchange. siw as the server drops a connection that
+# arrives while its listener is being set up and then frees that listener
+# under its users (KASAN, lockdep); perftest's quick reconnect and rsiw's
+# quick connect reach that window (perftest#93 is the same race seen as a
+# refusal).
 . /rsiw/tests/vm/lib.sh
+
+export LD_PRELOAD=$RSIW_RUN/tools/rdma-connect-delay.so
+[ -r "$LD_PRELOAD" ] || die "no $LD_PRELOAD (built by tests/vm/run)"
 
 sizes="1 4096 1048576"
 
