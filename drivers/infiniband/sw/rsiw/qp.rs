@@ -837,7 +837,9 @@ impl RsiwQp {
                 Ok(())
             }
             QpState::Rts => {
-                this.kick_tx();
+                if let Some(c) = this.conn() {
+                    c.tx_inline();
+                }
                 Ok(())
             }
             _ => Err(ENOTCONN),

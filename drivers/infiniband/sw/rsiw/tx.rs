@@ -790,13 +790,42 @@ fn read_response(r: InRead, mulpdu: u16) -> Result<TxMsg, Fatal> {
 impl Conn {
     /// The work item: sends what there is to send, or handles a fatal error. Process context.
     pub(crate) fn tx_work(self: &Arc<Self>) {
+        self.tx_pass(false);
+    }
+
+    /// Sends in the calling context: the doorbell of a user QP, as `siw_post_send()` does
+    /// for user QPs (`in_syscall`). This saves the work queue's wakeup on every message, the
+    /// bulk of the small-message latency. If the work item holds the engine, or the socket
+    /// is full, the work item (now or after `write_space`) sends instead. Process context,
+    /// may sleep.
+    pub(crate) fn tx_inline(self: &Arc<Self>) {
+        if self.tx_blocked.load(Acquire) {
+            return;
+        }
+        self.tx_pass(true);
+    }
+
+    /// One pass of the TX engine: the work item, or `inline` from [`Conn::tx_inline`].
+    fn tx_pass(self: &Arc<Self>, inline: bool) {
         if self.stopped.load(Acquire) {
             return;
         }
         let (Some(qp), Some(sock)) = (self.qp(), self.sock()) else {
             return;
         };
-        let mut tx = self.tx.lock();
+        let mut tx = if inline {
+            match self.tx.try_lock() {
+                Some(g) => g,
+                None => {
+                    // The work item (or `stop`) holds the engine: make sure the work item
+                    // runs once more for what was just posted.
+                    Conn::kick(self.as_arc_borrow());
+                    return;
+                }
+            }
+        } else {
+            self.tx.lock()
+        };
         if self.stopped.load(Acquire) || tx.dead {
             return;
         }
