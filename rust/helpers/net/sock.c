@@ -124,13 +124,16 @@ __rust_helper int rust_helper_tcp_sendmsg_kvec_locked(struct sock *sk,
 	return tcp_sendmsg_locked(sk, &msg, size);
 }
 
-/* Caller holds the socket lock. */
+/*
+ * Caller holds the socket lock. flags carries MSG_SPLICE_PAGES to send the
+ * pages by reference; without it TCP copies their bytes.
+ */
 __rust_helper int rust_helper_tcp_sendmsg_bvec_locked(struct sock *sk,
 						      const struct bio_vec *bvec,
 						      size_t num, size_t size,
 						      unsigned int flags)
 {
-	struct msghdr msg = { .msg_flags = flags | MSG_SPLICE_PAGES };
+	struct msghdr msg = { .msg_flags = flags };
 
 	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bvec, num, size);
 	return tcp_sendmsg_locked(sk, &msg, size);

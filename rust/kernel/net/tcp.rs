@@ -3,9 +3,9 @@
 //! Kernel TCP sockets.
 //!
 //! [`TcpSocket`] owns a kernel `struct socket` of type `SOCK_STREAM`/`IPPROTO_TCP`. It can bind,
-//! listen, accept and connect without blocking, send with a copy (`kvec`s) or by splicing pages
-//! (`MSG_SPLICE_PAGES`), receive through `tcp_read_sock()` into a closure, and set the options an
-//! in-kernel transport needs.
+//! listen, accept and connect without blocking, send with a copy (`kvec`s or page fragments) or
+//! by splicing pages (`MSG_SPLICE_PAGES`), receive through `tcp_read_sock()` into a closure, and
+//! set the options an in-kernel transport needs.
 //!
 //! Event-driven users attach an [`Arc<T>`] where `T: `[`Callbacks`] (see [`TcpSocket::attach`]).
 //! The socket's `sk_data_ready`, `sk_write_space`, `sk_state_change` and `sk_error_report` then
@@ -25,7 +25,10 @@
 
 use crate::{
     alloc::{
-        flags::GFP_KERNEL,
+        flags::{
+            __GFP_ZERO,
+            GFP_KERNEL, //
+        },
         KBox, //
     },
     bindings,
@@ -71,8 +74,9 @@ use core::{
 /// The maximum number of buffers in one [`TcpSocket::send`] or [`SocketGuard::send`] call.
 pub const MAX_SEND_BUFS: usize = 8;
 
-/// The maximum number of page fragments in one [`SocketGuard::send_pages`] call.
-pub const MAX_SEND_PAGES: usize = 16;
+/// The maximum number of page fragments in one [`SocketGuard::send_pages`] or
+/// [`SocketGuard::send_pages_copy`] call.
+pub const MAX_SEND_PAGES: usize = 32;
 
 /// A TCP state (`sk->sk_state`, one of `TCP_*` in `include/net/tcp_states.h`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1221,16 +1225,19 @@ fn kvecs(bufs: &[&[u8]]) -> Result<([bindings::kvec; MAX_SEND_BUFS], usize, usiz
     Ok((kv, bufs.len(), total))
 }
 
-/// A page fragment to send without copying (see [`SocketGuard::send_pages`]).
+/// A page fragment to send, by reference ([`SocketGuard::send_pages`]) or copied
+/// ([`SocketGuard::send_pages_copy`]).
 ///
 /// # Invariants
 ///
-/// `page` is a page that stays allocated for `'a`, and `offset + len <= PAGE_SIZE`.
+/// `page` is a page that stays allocated for `'a`, and `offset + len <= PAGE_SIZE`. If
+/// `splice` is false, the fragment lies in a [`StagingPage`].
 #[derive(Clone, Copy)]
 pub struct PageFrag<'a> {
     page: NonNull<bindings::page>,
     offset: u32,
     len: u32,
+    splice: bool,
     _p: PhantomData<&'a Page>,
 }
 
@@ -1260,8 +1267,79 @@ impl<'a> PageFrag<'a> {
             page,
             offset: offset as u32,
             len: len as u32,
+            splice: true,
             _p: PhantomData,
         })
+    }
+
+    /// Returns the length of the fragment.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Returns `true` if the fragment is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// A page whose bytes are assembled in place and sent with a copy
+/// ([`SocketGuard::send_pages_copy`]), then rewritten for the next send: e.g. protocol headers
+/// and trailers between payload fragments of other pages, in one `sendmsg`.
+///
+/// Its fragments cannot be sent by reference: [`SocketGuard::send_pages`] refuses them, so TCP
+/// never reads the page after the call that copied from it.
+///
+/// # Invariants
+///
+/// The page is zeroed when allocated. No reference to it is held outside `self` and the
+/// [`PageFrag`]s borrowed from it; those are only ever copied from, during a
+/// [`SocketGuard::send_pages_copy`] call.
+pub struct StagingPage {
+    page: Page,
+}
+
+impl StagingPage {
+    /// Allocates a zeroed page. May sleep.
+    pub fn new() -> Result<Self> {
+        // INVARIANT: Zeroed at allocation; nothing else refers to the new page.
+        Ok(Self {
+            page: Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?,
+        })
+    }
+
+    /// Calls `f` with bytes `[offset, offset + len)` of the page, to read or write them;
+    /// `EINVAL` if they do not fit in the page. Does not sleep (if `f` does not).
+    pub fn with_slice_mut<T>(
+        &mut self,
+        offset: usize,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<T> {
+        if offset.checked_add(len).ok_or(EINVAL)? > PAGE_SIZE {
+            return Err(EINVAL);
+        }
+        // SAFETY: We own the page, which stays allocated while `self` is borrowed.
+        let base = unsafe { bindings::kmap_local_page(self.page.as_ptr()) }.cast::<u8>();
+        // SAFETY: `base` maps the whole page and `offset + len <= PAGE_SIZE` (checked above).
+        // The bytes are initialized (zeroed at allocation). Nobody else accesses them while
+        // the slice lives: we borrow `self` mutably, so no `PageFrag` of the page is alive,
+        // and TCP only read them during earlier `send_pages_copy` calls (type invariant).
+        let slice = unsafe { core::slice::from_raw_parts_mut(base.add(offset), len) };
+        let ret = f(slice);
+        // SAFETY: `base` was mapped just above; mappings made by `f` were undone before it
+        // returned (`kmap_local` nesting), so this one is the innermost.
+        unsafe { bindings::kunmap_local(base.cast::<c_void>()) };
+        Ok(ret)
+    }
+
+    /// Describes bytes `[offset, offset + len)` of the page, to send them with
+    /// [`SocketGuard::send_pages_copy`]; `EINVAL` if they do not fit in the page.
+    pub fn frag(&self, offset: usize, len: usize) -> Result<PageFrag<'_>> {
+        let mut f = PageFrag::new(&self.page, offset, len)?;
+        // INVARIANT: The fragment lies in a `StagingPage`.
+        f.splice = false;
+        Ok(f)
     }
 }
 
@@ -1381,9 +1459,29 @@ impl SocketGuard<'_> {
     /// peer acknowledges the data, so the pages must not be modified until then if the bytes
     /// on the wire matter; their lifetime is safe either way. Returns the number of bytes queued
     /// (possibly fewer than asked with [`SendFlags::DONTWAIT`]), or `EAGAIN`. At most
-    /// [`MAX_SEND_PAGES`] fragments (`EINVAL`). Socket locked; blocks unless
-    /// [`SendFlags::DONTWAIT`].
+    /// [`MAX_SEND_PAGES`] fragments, none of a [`StagingPage`] (`EINVAL`). Socket locked;
+    /// blocks unless [`SendFlags::DONTWAIT`].
     pub fn send_pages(&mut self, frags: &[PageFrag<'_>], flags: SendFlags) -> Result<usize> {
+        if frags.iter().any(|f| !f.splice) {
+            return Err(EINVAL);
+        }
+        self.send_bvec(frags, flags.as_raw() | bindings::MSG_SPLICE_PAGES)
+    }
+
+    /// Sends the bytes of page fragments, copying them into the socket's buffers during the
+    /// call (`sendmsg` over a `bio_vec` iterator, without `MSG_SPLICE_PAGES`).
+    ///
+    /// TCP keeps no reference on the pages: once the call returned, the bytes it queued are
+    /// TCP's own, and the pages may change or go. This gathers headers and payload from
+    /// different pages into one send at the cost of one copy, as `send()` on a user socket.
+    /// Returns the number of bytes queued (possibly fewer than asked with
+    /// [`SendFlags::DONTWAIT`]), or `EAGAIN`. At most [`MAX_SEND_PAGES`] fragments (`EINVAL`).
+    /// Socket locked; blocks unless [`SendFlags::DONTWAIT`].
+    pub fn send_pages_copy(&mut self, frags: &[PageFrag<'_>], flags: SendFlags) -> Result<usize> {
+        self.send_bvec(frags, flags.as_raw())
+    }
+
+    fn send_bvec(&mut self, frags: &[PageFrag<'_>], flags: u32) -> Result<usize> {
         if frags.len() > MAX_SEND_PAGES {
             return Err(EINVAL);
         }
@@ -1397,14 +1495,16 @@ impl SocketGuard<'_> {
         }
         // SAFETY: The socket is locked (type invariant) and is a TCP socket; `bv[..frags.len()]`
         // lives across the call and describes `total` bytes of pages that stay allocated for the
-        // call (`PageFrag` invariant); TCP takes its own page references for what it queues.
+        // call (`PageFrag` invariant). With `MSG_SPLICE_PAGES` TCP takes its own page references
+        // for what it queues, and `StagingPage` fragments are not spliced (the callers check);
+        // without it, TCP copies the bytes during the call.
         Self::sent(unsafe {
             bindings::tcp_sendmsg_bvec_locked(
                 self.sk.as_ptr(),
                 bv.as_ptr(),
                 frags.len(),
                 total,
-                flags.as_raw(),
+                flags,
             )
         })
     }

@@ -4,8 +4,9 @@
 //!
 //! Each round connects a client to a listener without blocking, accepts from the listener's
 //! data-ready callback through a work item, attaches data-ready handlers that read with the read
-//! actor, sends with copied buffers and with spliced pages, checks every received byte, fills a
-//! small send buffer until `EAGAIN` and waits for `sk_write_space`, then detaches and closes.
+//! actor, sends with copied buffers, spliced pages and copied page fragments, checks every
+//! received byte, fills a small send buffer until `EAGAIN` and waits for `sk_write_space`, then
+//! detaches and closes.
 //! The rounds repeat to shake out lifetime bugs; KASAN, lockdep and kmemleak watch them.
 
 use core::net::{
@@ -35,6 +36,7 @@ use kernel::{
             DataReadySock,
             PageFrag,
             SkbData,
+            StagingPage,
             TcpSocket,
             TcpState, //
         },
@@ -338,7 +340,8 @@ fn round(family: Family, spliced: &Page) -> Result {
 
     // Data: copied parts with a pattern, spliced pages (zeroed) in between.
     const COPIED: usize = 3000;
-    const TOTAL: usize = 3 * COPIED + PAGE_SIZE + 100;
+    const STAGED: usize = 64;
+    const TOTAL: usize = 3 * COPIED + PAGE_SIZE + 100 + STAGED + 100;
     let sconn = Conn::new(TOTAL)?;
     server.attach(sconn.clone())?;
     let mut expected = KVec::with_capacity(TOTAL, GFP_KERNEL)?;
@@ -346,6 +349,13 @@ fn round(family: Family, spliced: &Page) -> Result {
     for i in 0..COPIED {
         src.push(pattern(i), GFP_KERNEL)?;
     }
+    let mut staging = StagingPage::new()?;
+    staging.with_slice_mut(0, STAGED, |s| {
+        for (i, b) in s.iter_mut().enumerate() {
+            *b = pattern(i + 7);
+        }
+    })?;
+    check!((staging.with_slice_mut(PAGE_SIZE - 1, 2, |_| ()).err()) == (Some(EINVAL)));
     // Header and payload as two kvecs.
     send_all(&client, &[&src[..16], &src[16..]])?;
     expected.extend_from_slice(&src, GFP_KERNEL)?;
@@ -392,9 +402,45 @@ fn round(family: Family, spliced: &Page) -> Result {
                 Err(e) => return Err(e),
             }
         }
+        // Staged bytes and a page fragment, copied during the call (`send_pages_copy`).
+        // Staging fragments are never spliced.
+        check!(
+            (guard
+                .send_pages(&[staging.frag(0, STAGED)?], SendFlags::DONTWAIT)
+                .err())
+                == (Some(EINVAL))
+        );
+        let mut done = 0;
+        while done < STAGED + 100 {
+            let r = if done < STAGED {
+                let frags = [
+                    staging.frag(done, STAGED - done)?,
+                    PageFrag::new(spliced, 2000, 100)?,
+                ];
+                guard.send_pages_copy(&frags, SendFlags::DONTWAIT)
+            } else {
+                let frag = PageFrag::new(spliced, 2000 + done - STAGED, STAGED + 100 - done)?;
+                guard.send_pages_copy(&[frag], SendFlags::DONTWAIT)
+            };
+            match r {
+                Ok(n) => done += n,
+                Err(e) if e == EAGAIN => {
+                    drop(guard);
+                    fsleep(Delta::from_millis(1));
+                    guard = client.lock();
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // TCP has its own copy: rewriting the page does not change what the peer gets.
+        staging.with_slice_mut(0, STAGED, |s| s.fill(0xff))?;
     }
     expected.extend_with(PAGE_SIZE + 100, 0, GFP_KERNEL)?;
     expected.extend_from_slice(&src, GFP_KERNEL)?;
+    for i in 0..STAGED {
+        expected.push(pattern(i + 7), GFP_KERNEL)?;
+    }
+    expected.extend_with(100, 0, GFP_KERNEL)?;
     send_all(&client, &[&src])?;
     expected.extend_from_slice(&src, GFP_KERNEL)?;
     check!((expected.len()) == (TOTAL));
