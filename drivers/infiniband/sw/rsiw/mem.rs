@@ -85,7 +85,10 @@ use kernel::{
             KernelVa,
             PageList, //
         },
-        umem::Umem,
+        umem::{
+            Umem,
+            UmemPageRef, //
+        },
     },
     revocable::Revocable,
     sync::{
@@ -364,6 +367,33 @@ impl Placement {
         let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
         match &*guard {
             Some(umem) => umem.read(off, dst),
+            None => Err(EOPNOTSUPP),
+        }
+    }
+}
+
+impl Placement {
+    /// Hands `f(page, offset_in_page, len)` a reference on each page piece of bytes
+    /// `[at, at + len)` of the checked range, in order, to send the bytes by reference or with
+    /// a copy after the region's lock is dropped ([`UmemPageRef`]).
+    ///
+    /// Only user regions have such pages: `EOPNOTSUPP` for the other kinds, before `f` runs.
+    /// `f` runs under the RCU read lock and must not sleep. Otherwise the rules of
+    /// [`Placement::write`] and the errors of `f`.
+    pub(crate) fn page_refs(
+        &self,
+        at: u64,
+        len: usize,
+        f: impl FnMut(UmemPageRef, usize, usize) -> Result,
+    ) -> Result {
+        let off = self.region_off(at, len)?;
+        if self.mem.kind != Kind::User {
+            return Err(EOPNOTSUPP);
+        }
+        let off = usize::try_from(off).map_err(|_| EINVAL)?;
+        let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
+        match &*guard {
+            Some(umem) => umem.page_refs(off, len, f),
             None => Err(EOPNOTSUPP),
         }
     }

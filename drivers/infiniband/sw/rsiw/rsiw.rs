@@ -14,6 +14,7 @@ use kernel::{
 };
 
 mod abi;
+mod batch;
 mod cm;
 mod conn;
 mod cq;

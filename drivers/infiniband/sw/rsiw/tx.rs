@@ -6,15 +6,20 @@
 //! finishes a partially sent FPDU, continues the message in progress, then starts the next
 //! message: the peer-to-peer RTR (initiator, once), the Read Responses the peer asked for
 //! (within IRD), and the next send queue element. Each message is cut into FPDUs sized to the
-//! current TCP MSS by [`crate::wire::tx::Segmenter`]; an FPDU is assembled (header, payload
-//! copied from the memory regions or the inline data, pad and CRC) in one buffer and sent
-//! with `MSG_DONTWAIT`. When TCP takes only part of it, TX stops and `write_space` resumes it.
+//! current TCP MSS by [`crate::wire::tx::Segmenter`]. FPDUs are queued back to back in a
+//! [`Batch`]: headers, trailers and copied payload in staging pages, payload of user memory
+//! regions by page reference, and handed to TCP, which copies them, in few `sendmsg` calls with
+//! `MSG_DONTWAIT`. When TCP takes only part of a batch, TX stops and `write_space` resumes it.
 //!
 //! Send, Send with Solicited Event / Invalidate and Write complete when their last byte was
 //! handed to TCP; a Read completes when its response arrived (RX). A Read waits for an ORD
 //! credit, and a fenced element waits until no Read is outstanding.
 
 use crate::{
+    batch::{
+        Batch,
+        MAX_SEGS, //
+    },
     conn::{
         issue_read,
         read_opcode,
@@ -22,6 +27,7 @@ use crate::{
         InRead,
         OrqWr, //
     },
+    crc::KernelCrc32c,
     device::RsiwDevice,
     mem::{
         Placement,
@@ -55,6 +61,8 @@ use crate::{
         tx::{
             rtr_message,
             sg_pieces,
+            FpduCrc,
+            FpduPlan,
             Segmenter,
             TxMessage, //
         },
@@ -74,13 +82,11 @@ use core::sync::atomic::Ordering::{
     Release, //
 };
 use kernel::{
-    net::{
-        socket::SendFlags,
-        tcp::{
-            SocketGuard,
-            TcpSocket, //
-        },
+    net::tcp::{
+        SocketGuard,
+        TcpSocket, //
     },
+    page::PAGE_SIZE,
     prelude::*,
     rdma::object::Qp,
     sync::Arc,
@@ -96,8 +102,19 @@ const FPDU_MAX: usize = 65536 + 16;
 /// in one `sendmsg`.
 const BATCH: usize = 64 * 1024;
 
-/// Size of the TX buffer: a batch plus one more FPDU, which may start just below [`BATCH`].
+/// Staging room of a batch: a batch plus one more FPDU, which may start just below [`BATCH`].
 const TX_BUF: usize = BATCH + FPDU_MAX;
+
+/// Fragments one FPDU may need: the payload's pages (two more per scatter element, which may
+/// start and end inside a page) and the header and trailer (each may cross a staging page).
+const FPDU_SEGS: usize = FPDU_MAX / PAGE_SIZE + 2 * NUM_SGE + 4;
+
+/// Payload pieces of user memory shorter than this are copied into the staging pages, which
+/// costs less than a fragment of their own.
+const COPY_BREAK: usize = 256;
+
+// A batch has room for the largest FPDU, with a margin.
+const _: () = assert!(2 * FPDU_SEGS <= MAX_SEGS);
 
 /// Messages that may end in one batch (each to be completed once its last byte is with TCP).
 const MAX_DONE: usize = 32;
@@ -169,12 +186,8 @@ pub(crate) struct TxState {
     cur: Option<TxMsg>,
     /// A send queue element taken off the ring that waits for an ORD credit or the fence.
     pending: Option<Sqe>,
-    /// The batch of FPDUs being sent: allocated (and zeroed) once at [`TX_BUF`] bytes, of
-    /// which the first `len` are in use, so nothing is cleared per FPDU.
-    buf: KVVec<u8>,
-    len: usize,
-    /// How much of the batch TCP took.
-    sent: usize,
+    /// The batch of FPDUs being sent.
+    batch: Batch,
     /// The messages ending in the batch, in order: the offset after their last byte and what
     /// to do once TCP took it. The first `ndone` entries are in use.
     done: [(usize, Done); MAX_DONE],
@@ -191,15 +204,11 @@ pub(crate) struct TxState {
 impl TxState {
     /// A fresh engine; `rtr` is the RTR message to send first.
     pub(crate) fn new(rtr: Option<RtrKind>) -> Result<Self> {
-        let mut buf = KVVec::with_capacity(TX_BUF, GFP_KERNEL)?;
-        buf.resize(TX_BUF, 0, GFP_KERNEL)?;
         Ok(Self {
             msn: TxMsn::new(),
             cur: None,
             pending: None,
-            buf,
-            len: 0,
-            sent: 0,
+            batch: Batch::new(TX_BUF)?,
             done: [(0, Done::Nothing); MAX_DONE],
             ndone: 0,
             deferred: None,
@@ -224,21 +233,21 @@ impl TxState {
         if let Some((id, opcode, _)) = self.deferred.take().and_then(|f| f.wr) {
             RsiwQp::complete_sq(qp, id, opcode, status::WR_FLUSH_ERR, 0);
         }
-        self.len = 0;
-        self.sent = 0;
+        self.batch.clear();
     }
 
     /// Sends a Terminate, after the rest of a partially sent FPDU. Gives up (the connection
     /// is aborted anyway) if the socket is full.
     pub(crate) fn send_terminate(&mut self, conn: &Conn, sock: &TcpSocket, t: Terminate) {
         let mut g = sock.lock();
-        if self.sent < self.len && !matches!(self.push(&mut g, false), Ok(true)) {
+        if self.batch.sent() < self.batch.len()
+            && !matches!(self.batch.push(&mut g, false), Ok(true))
+        {
             return;
         }
         // What the batch completes is flushed with the QP (`flush`); its bytes are sent.
         let ndone = self.ndone;
-        self.len = 0;
-        self.sent = 0;
+        self.batch.clear();
         let Some(msn) = self.msn.take(QN_TERMINATE) else {
             return;
         };
@@ -265,30 +274,11 @@ impl TxState {
             done: Done::Nothing,
         });
         if self.build(conn, sock).is_ok() {
-            let _ = self.push(&mut g, false);
+            let _ = self.batch.push(&mut g, false);
         }
         self.cur = None;
         // The Terminate completes nothing.
         self.ndone = ndone;
-    }
-
-    /// Sends the rest of the batch. Returns `Ok(true)` when all of it is with TCP.
-    fn push(&mut self, g: &mut SocketGuard<'_>, more: bool) -> Result<bool> {
-        while self.sent < self.len {
-            let rest = self.buf.get(self.sent..self.len).unwrap_or(&[]);
-            let fl = if more {
-                SendFlags::DONTWAIT | SendFlags::MORE
-            } else {
-                SendFlags::DONTWAIT
-            };
-            match g.send(&[rest], fl) {
-                Ok(0) => return Ok(false),
-                Ok(n) => self.sent = self.sent.saturating_add(n),
-                Err(e) if e == EAGAIN => return Ok(false),
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(true)
     }
 
     /// Appends the next FPDU of the current message to the batch. On error the message is
@@ -313,68 +303,13 @@ impl TxState {
             self.cur = None;
             return Ok(());
         };
-        let local = || Fatal::local(sq_of(&m.done));
-        let hdr = plan.header();
-        let n = plan.payload_len as usize;
-        let start = self.len.checked_add(hdr.len()).ok_or_else(local)?;
-        let end = start.checked_add(n).ok_or_else(local)?;
-        if !fill(self.buf.get_mut(self.len..start), hdr) {
-            return Err(local());
+        let mark = self.batch.mark();
+        if fpdu(&mut self.batch, conn, &plan, &m.src).is_err() {
+            // Nothing of the FPDU goes out.
+            self.batch.rollback(mark);
+            return Err(Fatal::local(sq_of(&m.done)));
         }
-        let off = u64::from(plan.payload_off);
-        {
-            let dst = self.buf.get_mut(start..end).ok_or_else(local)?;
-            match &m.src {
-                Src::None => {}
-                Src::Inline(data, len) => {
-                    let s = data
-                        .get(plan.payload_off as usize..*len)
-                        .and_then(|s| s.get(..n))
-                        .ok_or_else(local)?;
-                    if !fill(Some(dst), s) {
-                        return Err(local());
-                    }
-                }
-                Src::Sgl(pl, lens, cnt) => {
-                    let mut at = 0usize;
-                    for p in sg_pieces(lens.get(..*cnt).unwrap_or(&[]), off, n as u64) {
-                        let len = p.len as usize;
-                        let d = dst.get_mut(at..at.saturating_add(len)).ok_or_else(local)?;
-                        pl.get(p.index)
-                            .and_then(|x| x.as_ref())
-                            .ok_or_else(local)?
-                            .read(p.offset, d)
-                            .map_err(|_| local())?;
-                        at = at.saturating_add(len);
-                    }
-                    if at != n {
-                        return Err(local());
-                    }
-                }
-                Src::Remote(stag, to) => {
-                    if n > 0 {
-                        let to = to.checked_add(off).ok_or_else(local)?;
-                        let p = conn
-                            .qp()
-                            .ok_or_else(local)?
-                            .device()
-                            .mem()
-                            .check(conn.pd, *stag, Rights::REMOTE_READ, to, n as u64)
-                            .map_err(|_| local())?;
-                        p.read(0, dst).map_err(|_| local())?;
-                    }
-                }
-            }
-        }
-        let mut crc = plan.crc(&conn.crc32c, conn.crc);
-        crc.update(self.buf.get(start..end).unwrap_or(&[]));
-        let (t, tl) = crc.trailer();
-        let t = t.get(..tl).unwrap_or(&[]);
-        let fpdu_end = end.checked_add(t.len()).ok_or_else(local)?;
-        if !fill(self.buf.get_mut(end..fpdu_end), t) {
-            return Err(local());
-        }
-        self.len = fpdu_end;
+        let fpdu_end = self.batch.len();
         if plan.last {
             let d = m.done;
             self.cur = None;
@@ -653,7 +588,7 @@ impl TxState {
         let n = self.ndone;
         let mut k = 0usize;
         for &(end, d) in self.done.get(..n).unwrap_or(&[]) {
-            if end > self.sent {
+            if end > self.batch.sent() {
                 break;
             }
             match d {
@@ -677,9 +612,8 @@ impl TxState {
             }
             self.ndone = n.saturating_sub(k);
         }
-        if self.sent >= self.len {
-            self.len = 0;
-            self.sent = 0;
+        if self.batch.sent() >= self.batch.len() {
+            self.batch.clear();
         }
     }
 
@@ -707,16 +641,19 @@ impl TxState {
     ) -> Result<Pass, Fatal> {
         for _ in 0..BURST {
             // A batch that TCP took only in part is sent out before a new one starts.
-            if self.len == 0 {
+            if self.batch.len() == 0 {
                 if let Some(f) = self.deferred.take() {
                     return Err(f);
                 }
-                while self.len < BATCH && self.ndone < MAX_DONE {
+                while self.batch.len() < BATCH
+                    && self.ndone < MAX_DONE
+                    && self.batch.seg_room() >= FPDU_SEGS
+                {
                     match self.fill(conn, qp, sock) {
                         Ok(true) => {}
                         Ok(false) => break,
                         // What is already in the batch goes out (and completes) first.
-                        Err(f) if self.len > 0 => {
+                        Err(f) if self.batch.len() > 0 => {
                             self.deferred = Some(f);
                             break;
                         }
@@ -724,11 +661,11 @@ impl TxState {
                     }
                 }
             }
-            if self.len == 0 {
+            if self.batch.len() == 0 {
                 return Ok(Pass::Idle);
             }
             let more = self.cur.is_some();
-            let r = self.push(g, more);
+            let r = self.batch.push(g, more);
             self.finish(conn, qp);
             match r {
                 Ok(true) => {}
@@ -744,6 +681,79 @@ impl TxState {
         }
         Ok(Pass::Budget)
     }
+}
+
+/// Appends one FPDU to the batch: header, payload, pad and CRC.
+fn fpdu(b: &mut Batch, conn: &Conn, plan: &FpduPlan, src: &Src) -> Result {
+    let n = plan.payload_len as usize;
+    let off = u64::from(plan.payload_off);
+    let mut crc = plan.crc(&conn.crc32c, conn.crc);
+    b.stage(plan.header())?;
+    // Without CRC, payload in user memory goes by reference (TCP copies it); the CRC is
+    // computed over the staged copy.
+    let by_ref = !conn.crc;
+    match src {
+        Src::None => {}
+        Src::Inline(data, len) => {
+            let s = data
+                .get(plan.payload_off as usize..*len)
+                .and_then(|s| s.get(..n))
+                .ok_or(EINVAL)?;
+            crc.update(s);
+            b.stage(s)?;
+        }
+        Src::Sgl(pl, lens, cnt) => {
+            let mut at = 0u64;
+            for p in sg_pieces(lens.get(..*cnt).unwrap_or(&[]), off, n as u64) {
+                let place = pl.get(p.index).and_then(|x| x.as_ref()).ok_or(EINVAL)?;
+                let len = usize::try_from(p.len).map_err(|_| EINVAL)?;
+                payload(b, place, p.offset, len, by_ref, &mut crc)?;
+                at = at.saturating_add(p.len);
+            }
+            if at != n as u64 {
+                return Err(EINVAL);
+            }
+        }
+        Src::Remote(stag, to) => {
+            if n > 0 {
+                let to = to.checked_add(off).ok_or(EINVAL)?;
+                let p = conn
+                    .qp()
+                    .ok_or(EINVAL)?
+                    .device()
+                    .mem()
+                    .check(conn.pd, *stag, Rights::REMOTE_READ, to, n as u64)
+                    .map_err(|_| EINVAL)?;
+                payload(b, &p, 0, n, by_ref, &mut crc)?;
+            }
+        }
+    }
+    let (t, tl) = crc.trailer();
+    b.stage(t.get(..tl).unwrap_or(&[]))
+}
+
+/// Appends payload bytes `[at, at + len)` of `place`: by page reference if `by_ref` and the
+/// region is user memory, else a copy (fed to the CRC).
+fn payload(
+    b: &mut Batch,
+    place: &Placement,
+    at: u64,
+    len: usize,
+    by_ref: bool,
+    crc: &mut FpduCrc<'_, KernelCrc32c>,
+) -> Result {
+    if by_ref && len >= COPY_BREAK {
+        match place.page_refs(at, len, |page, off, n| b.add_user(page, off, n)) {
+            // Not user memory: copied below.
+            Err(e) if e == EOPNOTSUPP => {}
+            r => return r,
+        }
+    }
+    b.stage_with(len, |chunk, k| {
+        place.read(at.saturating_add(k as u64), chunk)?;
+        crc.update(chunk);
+        Ok(())
+    })
 }
 
 /// Copies `src` into `dst` if both have the same length (without the panic path of

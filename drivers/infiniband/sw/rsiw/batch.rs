@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The TX batch: FPDUs handed to TCP together, as a list of page fragments.
+//!
+//! Headers, trailers, inline data and the payload that has to be copied (kernel memory regions,
+//! small pieces, and all payload when MPA CRC is on, which is computed over the copy) are
+//! assembled in staging pages, byte after byte. Payload in pinned user memory is referenced in
+//! place, with a page reference per piece. The batch goes to TCP with `sendmsg` over a `bio_vec`
+//! iterator, [`MAX_SEND_PAGES`] fragments per call, without `MSG_SPLICE_PAGES`: TCP copies every
+//! byte during the call. User payload so takes one copy on its way to the wire, as with `send()`
+//! on a TCP socket, instead of two (into a staging buffer, then into the socket), and a work
+//! request whose last byte TCP took may complete at once, since TCP holds its own copy.
+
+use kernel::{
+    net::{
+        socket::SendFlags,
+        tcp::{
+            PageFrag,
+            SocketGuard,
+            StagingPage,
+            MAX_SEND_PAGES, //
+        },
+    },
+    page::PAGE_SIZE,
+    prelude::*,
+    rdma::umem::UmemPageRef,
+};
+
+/// Fragments a batch may hold.
+pub(crate) const MAX_SEGS: usize = 320;
+
+/// A fragment of the batch.
+enum Seg {
+    /// Bytes `[off, off + len)` of staging page `page`.
+    Stage { page: usize, off: usize, len: usize },
+    /// Bytes `[off, off + len)` of a page of user memory.
+    User {
+        page: UmemPageRef,
+        off: usize,
+        len: usize,
+    },
+}
+
+impl Seg {
+    fn len(&self) -> usize {
+        match self {
+            Seg::Stage { len, .. } | Seg::User { len, .. } => *len,
+        }
+    }
+}
+
+/// A position in the batch to go back to ([`Batch::rollback`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Mark {
+    segs: usize,
+    last_len: usize,
+    sp: usize,
+    so: usize,
+    len: usize,
+}
+
+/// The FPDUs of a batch.
+///
+/// Bytes `[0, len)` are queued in `segs`, in wire order; `[0, sent)` of them are with TCP.
+pub(crate) struct Batch {
+    stage: KVec<StagingPage>,
+    /// The next free staging byte: offset `so` of page `sp`.
+    sp: usize,
+    so: usize,
+    segs: KVec<Seg>,
+    len: usize,
+    sent: usize,
+    /// `sent` as a position in `segs`: byte `soff` of segment `si`.
+    si: usize,
+    soff: usize,
+}
+
+impl Batch {
+    /// An empty batch that can stage `stage_bytes` bytes. May sleep.
+    pub(crate) fn new(stage_bytes: usize) -> Result<Self> {
+        let pages = stage_bytes.div_ceil(PAGE_SIZE).max(1);
+        let mut stage = KVec::with_capacity(pages, GFP_KERNEL)?;
+        for _ in 0..pages {
+            stage.push(StagingPage::new()?, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            stage,
+            sp: 0,
+            so: 0,
+            segs: KVec::with_capacity(MAX_SEGS, GFP_KERNEL)?,
+            len: 0,
+            sent: 0,
+            si: 0,
+            soff: 0,
+        })
+    }
+
+    /// Returns the number of bytes queued.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Returns the number of bytes TCP took.
+    pub(crate) fn sent(&self) -> usize {
+        self.sent
+    }
+
+    /// Returns the number of fragments that can still be added.
+    pub(crate) fn seg_room(&self) -> usize {
+        MAX_SEGS.saturating_sub(self.segs.len())
+    }
+
+    /// Empties the batch, dropping its page references.
+    pub(crate) fn clear(&mut self) {
+        self.segs.clear();
+        self.sp = 0;
+        self.so = 0;
+        self.len = 0;
+        self.sent = 0;
+        self.si = 0;
+        self.soff = 0;
+    }
+
+    /// The current end of the batch, to [`Batch::rollback`] to.
+    pub(crate) fn mark(&self) -> Mark {
+        Mark {
+            segs: self.segs.len(),
+            last_len: self.segs.last().map_or(0, Seg::len),
+            sp: self.sp,
+            so: self.so,
+            len: self.len,
+        }
+    }
+
+    /// Drops what was added since `m` (an FPDU that failed half-way). Nothing of it was sent.
+    pub(crate) fn rollback(&mut self, m: Mark) {
+        self.segs.truncate(m.segs);
+        if let Some(Seg::Stage { len, .. } | Seg::User { len, .. }) = self.segs.last_mut() {
+            *len = m.last_len;
+        }
+        self.sp = m.sp;
+        self.so = m.so;
+        self.len = m.len;
+    }
+
+    fn add(&mut self, seg: Seg) -> Result {
+        let n = seg.len();
+        if let (
+            Seg::Stage { page, off, len },
+            Some(Seg::Stage {
+                page: lp,
+                off: lo,
+                len: ll,
+            }),
+        ) = (&seg, self.segs.last_mut())
+        {
+            if *lp == *page && lo.saturating_add(*ll) == *off {
+                *ll = ll.saturating_add(*len);
+                self.len = self.len.saturating_add(n);
+                return Ok(());
+            }
+        }
+        // No allocation: this may run under the RCU read lock (`add_user`).
+        self.segs.push_within_capacity(seg).map_err(|_| ENOSPC)?;
+        self.len = self.len.saturating_add(n);
+        Ok(())
+    }
+
+    /// Appends `n` staged bytes, which `f(chunk, at)` writes chunk by chunk (`at`: the offset
+    /// of `chunk` in the `n` bytes; a chunk does not cross a page). `ENOSPC` if they do not fit.
+    pub(crate) fn stage_with(
+        &mut self,
+        n: usize,
+        mut f: impl FnMut(&mut [u8], usize) -> Result,
+    ) -> Result {
+        let mut at = 0usize;
+        while at < n {
+            if self.so >= PAGE_SIZE {
+                self.sp = self.sp.saturating_add(1);
+                self.so = 0;
+            }
+            let chunk = (n - at).min(PAGE_SIZE - self.so);
+            let page = self.stage.get_mut(self.sp).ok_or(ENOSPC)?;
+            page.with_slice_mut(self.so, chunk, |s| f(s, at))??;
+            self.add(Seg::Stage {
+                page: self.sp,
+                off: self.so,
+                len: chunk,
+            })?;
+            self.so += chunk;
+            at += chunk;
+        }
+        Ok(())
+    }
+
+    /// Appends a copy of `data`.
+    pub(crate) fn stage(&mut self, data: &[u8]) -> Result {
+        self.stage_with(data.len(), |chunk, at| {
+            let src = data.get(at..at.saturating_add(chunk.len())).ok_or(EINVAL)?;
+            for (d, s) in chunk.iter_mut().zip(src) {
+                *d = *s;
+            }
+            Ok(())
+        })
+    }
+
+    /// Appends `len` bytes at `off` of a page of user memory. Does not sleep. `ENOSPC` without
+    /// room for the fragment.
+    pub(crate) fn add_user(&mut self, page: UmemPageRef, off: usize, len: usize) -> Result {
+        self.add(Seg::User { page, off, len })
+    }
+
+    fn frag<'a>(&'a self, s: &'a Seg, skip: usize) -> Result<PageFrag<'a>> {
+        match s {
+            Seg::Stage { page, off, len } => self
+                .stage
+                .get(*page)
+                .ok_or(EINVAL)?
+                .frag(off.saturating_add(skip), len.saturating_sub(skip)),
+            Seg::User { page, off, len } => {
+                page.frag(off.saturating_add(skip), len.saturating_sub(skip))
+            }
+        }
+    }
+
+    /// Hands TCP what it did not take yet, without blocking. `more`: another batch follows at
+    /// once (`MSG_MORE` on the last call too). Returns `Ok(true)` when all of it is with TCP,
+    /// `Ok(false)` when the socket is full.
+    pub(crate) fn push(&mut self, g: &mut SocketGuard<'_>, more: bool) -> Result<bool> {
+        while self.sent < self.len {
+            let n = {
+                let first = self.stage.first().ok_or(EINVAL)?.frag(0, 0)?;
+                let mut frags = [first; MAX_SEND_PAGES];
+                let mut k = 0usize;
+                let mut i = self.si;
+                let mut skip = self.soff;
+                for slot in frags.iter_mut() {
+                    let Some(s) = self.segs.get(i) else {
+                        break;
+                    };
+                    *slot = self.frag(s, skip)?;
+                    skip = 0;
+                    i += 1;
+                    k += 1;
+                }
+                if k == 0 {
+                    // `sent < len` but no fragment left: cannot happen.
+                    return Err(EINVAL);
+                }
+                let last = i >= self.segs.len();
+                let fl = if more || !last {
+                    SendFlags::DONTWAIT | SendFlags::MORE
+                } else {
+                    SendFlags::DONTWAIT
+                };
+                match g.send_pages_copy(frags.get(..k).unwrap_or(&[]), fl) {
+                    Ok(0) => return Ok(false),
+                    Ok(n) => n,
+                    Err(e) if e == EAGAIN => return Ok(false),
+                    Err(e) => return Err(e),
+                }
+            };
+            self.advance(n);
+        }
+        Ok(true)
+    }
+
+    /// Moves the sent position `n` bytes on.
+    fn advance(&mut self, n: usize) {
+        self.sent = self.sent.saturating_add(n).min(self.len);
+        let mut n = n;
+        while n > 0 {
+            let Some(s) = self.segs.get(self.si) else {
+                break;
+            };
+            let left = s.len().saturating_sub(self.soff);
+            if n < left {
+                self.soff += n;
+                break;
+            }
+            n -= left;
+            self.si += 1;
+            self.soff = 0;
+        }
+    }
+}
