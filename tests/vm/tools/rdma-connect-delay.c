@@ -2,7 +2,7 @@
 /*
  * LD_PRELOAD shim for perftest clients: delays the second rdma_connect()
  * of the process, the first connection of the test proper, by
- * RSIW_CONNECT_DELAY_MS (default 1000) milliseconds.
+ * RSIW_CONNECT_DELAY_MS (default 500) milliseconds.
  *
  * perftest -R exchanges its parameters over a first rdma_cm connection.
  * Its server then destroys that listener and listens again on the same
@@ -30,7 +30,7 @@ int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
 	static int (*real)(struct rdma_cm_id *, struct rdma_conn_param *);
 	static int calls;
 	const char *env;
-	long ms = 1000;
+	long ms = 500;
 
 	if (!real) {
 		real = (int (*)(struct rdma_cm_id *, struct rdma_conn_param *))
