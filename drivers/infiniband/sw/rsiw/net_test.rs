@@ -36,6 +36,7 @@ use kernel::{
             DataReadySock,
             PageFrag,
             SkbData,
+            SocketGuard,
             StagingPage,
             TcpSocket,
             TcpState, //
@@ -284,6 +285,30 @@ fn send_all(sock: &TcpSocket, bufs: &[&[u8]]) -> Result {
 }
 
 /// One round over the loopback address of `family`.
+/// Sends bytes `range` under the socket lock with `send(guard, offset)`, which sends without
+/// blocking from `offset` on; whenever the socket is full it drops the lock for a millisecond
+/// (so that the peer's ACKs are processed) and takes it again. Returns the guard.
+fn send_locked<'a>(
+    sock: &'a TcpSocket,
+    mut guard: SocketGuard<'a>,
+    range: core::ops::Range<usize>,
+    mut send: impl FnMut(&mut SocketGuard<'a>, usize) -> Result<usize>,
+) -> Result<SocketGuard<'a>> {
+    let mut off = range.start;
+    while off < range.end {
+        match send(&mut guard, off) {
+            Ok(n) => off += n,
+            Err(e) if e == EAGAIN => {
+                drop(guard);
+                fsleep(Delta::from_millis(1));
+                guard = sock.lock();
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(guard)
+}
+
 fn round(family: Family, spliced: &Page) -> Result {
     let lo: IpAddr = match family {
         Family::Inet => Ipv4Addr::LOCALHOST.into(),
@@ -366,42 +391,23 @@ fn round(family: Family, spliced: &Page) -> Result {
             PageFrag::new(spliced, 1000, 100)?,
         ];
         check!((PageFrag::new(spliced, PAGE_SIZE - 10, 11).err()) == (Some(EINVAL)));
-        let mut left = PAGE_SIZE + 100;
+        const SPLICED: usize = PAGE_SIZE + 100;
         let mut guard = client.lock();
         let n = guard.send_pages(&frags, SendFlags::MORE)?;
-        check!(n <= left);
-        left -= n;
+        check!(n <= SPLICED);
         // The rest (if the small send buffer took only part) goes page by page.
-        while left > 0 {
-            let off = PAGE_SIZE + 100 - left;
+        guard = send_locked(&client, guard, n..SPLICED, |g, off| {
             let frag = if off < PAGE_SIZE {
                 PageFrag::new(spliced, off, PAGE_SIZE - off)?
             } else {
-                PageFrag::new(spliced, 1000 + off - PAGE_SIZE, left)?
+                PageFrag::new(spliced, 1000 + off - PAGE_SIZE, SPLICED - off)?
             };
-            match guard.send_pages(&[frag], SendFlags::DONTWAIT) {
-                Ok(n) => left -= n,
-                Err(e) if e == EAGAIN => {
-                    drop(guard);
-                    fsleep(Delta::from_millis(1));
-                    guard = client.lock();
-                }
-                Err(e) => return Err(e),
-            }
-        }
+            g.send_pages(&[frag], SendFlags::DONTWAIT)
+        })?;
         // Copied data under the same lock.
-        let mut off = 0;
-        while off < COPIED {
-            match guard.send(&[&src[off..]], SendFlags::DONTWAIT) {
-                Ok(n) => off += n,
-                Err(e) if e == EAGAIN => {
-                    drop(guard);
-                    fsleep(Delta::from_millis(1));
-                    guard = client.lock();
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        guard = send_locked(&client, guard, 0..COPIED, |g, off| {
+            g.send(&[&src[off..]], SendFlags::DONTWAIT)
+        })?;
         // Staged bytes and a page fragment, copied during the call (`send_pages_copy`).
         // Staging fragments are never spliced.
         check!(
@@ -410,28 +416,19 @@ fn round(family: Family, spliced: &Page) -> Result {
                 .err())
                 == (Some(EINVAL))
         );
-        let mut done = 0;
-        while done < STAGED + 100 {
-            let r = if done < STAGED {
+        let staged = &staging;
+        drop(send_locked(&client, guard, 0..STAGED + 100, |g, done| {
+            if done < STAGED {
                 let frags = [
-                    staging.frag(done, STAGED - done)?,
+                    staged.frag(done, STAGED - done)?,
                     PageFrag::new(spliced, 2000, 100)?,
                 ];
-                guard.send_pages_copy(&frags, SendFlags::DONTWAIT)
+                g.send_pages_copy(&frags, SendFlags::DONTWAIT)
             } else {
                 let frag = PageFrag::new(spliced, 2000 + done - STAGED, STAGED + 100 - done)?;
-                guard.send_pages_copy(&[frag], SendFlags::DONTWAIT)
-            };
-            match r {
-                Ok(n) => done += n,
-                Err(e) if e == EAGAIN => {
-                    drop(guard);
-                    fsleep(Delta::from_millis(1));
-                    guard = client.lock();
-                }
-                Err(e) => return Err(e),
+                g.send_pages_copy(&[frag], SendFlags::DONTWAIT)
             }
-        }
+        })?);
         // TCP has its own copy: rewriting the page does not change what the peer gets.
         staging.with_slice_mut(0, STAGED, |s| s.fill(0xff))?;
     }
