@@ -23,7 +23,21 @@ set -euo pipefail
 # The default RDMA device name: rsiw0 or siw0.
 DEV=${RSIW_DRIVER}0
 
-log() { echo "[$(cut -d' ' -f1 /proc/uptime)] $RSIW_ROLE: $*"; }
+# Every fork+exec costs ~0.2 s of CPU in a KASAN kernel under TCG, so the
+# helpers that run often (log, and every poll loop) use shell builtins only:
+# a poll loop of "date" and "sleep" kept busy the one vCPU that the traffic
+# under test needs.
+log() {
+	local up _
+	read -r up _ </proc/uptime
+	echo "[$up] $RSIW_ROLE: $*"
+}
+
+# nap SECONDS: sleep without a fork. The descriptor is a pipe that this shell
+# holds open for writing too, so it never becomes readable and "read -t"
+# returns at the timeout.
+exec {_rsiw_nap_fd}<> <(:)
+nap() { read -rt "$1" -u "$_rsiw_nap_fd" _ || true; }
 die() { echo "FAIL: $RSIW_ROLE: $*"; exit 1; }
 
 # On a failing exit (die, set -e, anything), tell the other VM, which may be
@@ -66,11 +80,11 @@ assert_no_match() { # TEXT REGEX [WHAT]
 
 # wait_for SECONDS CMD...: poll CMD every 0.2 s until it succeeds.
 wait_for() {
-	local end=$(($(date +%s) + $1))
+	local end=$((EPOCHSECONDS + $1))
 	shift
 	until "$@" >/dev/null 2>&1; do
-		[ "$(date +%s)" -lt $end ] || return 1
-		sleep 0.2
+		[ "$EPOCHSECONDS" -lt $end ] || return 1
+		nap 0.2
 	done
 }
 
@@ -179,9 +193,19 @@ fetch() {
 # listeners, siw's and rsiw's alike, are kernel TCP sockets).
 wait_listen() {
 	local hex
-	hex=$(printf '%04X' "$1")
-	wait_for "${2:-30}" eval "awk '\$4 == \"0A\" { print \$2 }' /proc/net/tcp /proc/net/tcp6 | grep -q ':$hex\$'" ||
+	printf -v hex '%04X' "$1"
+	wait_for "${2:-30}" _listening "$hex" ||
 		die "nothing listens on port $1 after ${2:-30} s"
+}
+# _listening HEXPORT: a TCP socket in state LISTEN (0A) has that local port.
+_listening() {
+	local f sl addr rem st rest
+	for f in /proc/net/tcp /proc/net/tcp6; do
+		while read -r sl addr rem st rest; do
+			[ "$st" = 0A ] && [ "${addr##*:}" = "$1" ] && return 0
+		done <"$f"
+	done
+	return 1
 }
 
 # stall_watch TAG PID LIMIT: if PID still runs after 90 s (or 3/4 of LIMIT
@@ -229,9 +253,10 @@ serve_client() {
 			# connection that never comes: stop it.
 			verdict=
 			while [ -z "$verdict" ]; do
-				verdict=$(_client_verdict "$tag" "$try")
+				_client_verdict "$tag" "$try"
+				verdict=$_verdict
 				[ -n "$verdict" ] || kill -0 "$pid" 2>/dev/null || break
-				sleep 0.2
+				nap 0.2
 			done
 			[ "$verdict" != race ] || kill "$pid" 2>/dev/null || true
 			wait "$pid" || rc=$?
@@ -239,7 +264,8 @@ serve_client() {
 			wait "$_stall_pid" 2>/dev/null || true
 			# Exited first: wait for the client's verdict all the same.
 			[ -n "$verdict" ] || wait_for "$t" _client_verdict_any "$tag" "$try" || true
-			if [ "$(_client_verdict "$tag" "$try")" = race ]; then
+			_client_verdict "$tag" "$try"
+			if [ "$_verdict" = race ]; then
 				log "$tag: the client lost perftest's connection race; serving again"
 				try=$((try + 1))
 				continue
@@ -275,18 +301,20 @@ serve_client() {
 	log "$tag: ok"
 }
 
-# _client_verdict TAG TRY: "race" if the client of serve_client TAG asked for
-# another try, "done" if it published its status, else nothing.
+# _client_verdict TAG TRY: sets _verdict to "race" if the client of
+# serve_client TAG asked for another try, "done" if it published its status,
+# else to nothing (no subshell: it runs in a poll loop).
 _client_verdict() {
-	local d=$RSIW_RUN/.barrier c
-	c=$(peer_role)
+	local d=$RSIW_RUN/.barrier c=a
+	[ "$RSIW_ROLE" = a ] && c=b
+	_verdict=
 	if [ -e "$d/$c.$1.race.$2" ]; then
-		echo race
+		_verdict=race
 	elif [ -e "$d/$c.$1.status" ] || [ -e "$d/failed.$c" ]; then
-		echo done
+		_verdict=done
 	fi
 }
-_client_verdict_any() { [ -n "$(_client_verdict "$@")" ]; }
+_client_verdict_any() { _client_verdict "$@" && [ -n "$_verdict" ]; }
 
 # _refused_lines: how many times this kernel's rsiw logged a TCP connect
 # refused by the peer (a RST answering the SYN; Error(111) without
