@@ -17,7 +17,7 @@ anywhere. Shares (9p mount tags):
 Topologies: one VM (eth0 = a virtio-net on a lone link: QEMU user-mode
 networking with restrict=on, which drains frames and reaches nothing; or no
 NIC at all), or two
-VMs "a" and "b" whose eth0s are joined by a QEMU stream netdev over loopback
+VMs "a" and "b" whose eth0s are joined by a QEMU stream netdev over a Unix socket
 (a listens on a free port, b connects). VM <n> (a=1, b=2) has 169.254.0.<n>/16
 and fe80::<n>/64 on eth0.
 
@@ -43,6 +43,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -233,7 +234,7 @@ class VM:
     driver: str = "rsiw"            # the RDMA driver the guest should use
     cmd: str = "true"               # shell command run by the guest init
     net: str = "lone"               # none | lone | server | client
-    port: int = 0                   # stream netdev port (server/client)
+    link: str = ""                  # stream netdev address (server/client)
     env: dict = field(default_factory=dict)
     kargs: list = field(default_factory=list)  # extra kernel command line
 
@@ -317,6 +318,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def link_address() -> str:
+    """The address of the stream netdev that joins two VMs.
+
+    A Unix socket by default: QEMU does not set TCP_NODELAY on an inet stream
+    netdev, so the host's Nagle held back every frame that followed an
+    unacknowledged one until the peer's delayed ACK (a 4 KiB message, three
+    frames, took ~22 ms one way). RSIW_VM_LINK=inet restores the loopback TCP
+    link."""
+    if os.environ.get("RSIW_VM_LINK", "unix") == "inet":
+        return f"addr.type=inet,addr.host=127.0.0.1,addr.port={free_port()}"
+    # sun_path holds 107 bytes: a short directory of its own, removed by the
+    # caller with the run.
+    d = Path(tempfile.mkdtemp(prefix="rsiw-link-"))
+    return f"addr.type=unix,addr.path={d}/s"
+
+
+def remove_link(link: str) -> None:
+    m = re.search(r"addr\.path=([^,]+)", link)
+    if m:
+        shutil.rmtree(Path(m.group(1)).parent, ignore_errors=True)
+
+
 def default_mem(variant: str, nvms: int) -> int:
     env = os.environ.get("RSIW_VM_MEM")
     if env:
@@ -390,8 +413,8 @@ def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
                  "-device", f"virtio-9p-pci,fsdev=fs{i},mount_tag={tag}"]
     if vm.net != "none":
         nd = {"lone": "user,id=n0,restrict=on,ipv6=off",
-              "server": f"stream,id=n0,server=on,addr.type=inet,addr.host=127.0.0.1,addr.port={vm.port}",
-              "client": f"stream,id=n0,server=off,addr.type=inet,addr.host=127.0.0.1,addr.port={vm.port},reconnect-ms=200",
+              "server": f"stream,id=n0,server=on,{vm.link}",
+              "client": f"stream,id=n0,server=off,{vm.link},reconnect-ms=200",
               }[vm.net]
         argv += ["-netdev", nd, "-device", f"virtio-net-pci,netdev=n0,mac={vm.mac}"]
     # Extra QEMU options for debugging, e.g. RSIW_QEMU_ARGS=-perfmap to profile
@@ -438,9 +461,9 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
     mem = mem or default_mem(variant, len(vms))
     smp = smp or default_smp(len(vms))
     if len(vms) == 2:
-        port = free_port()
-        vms[0].net, vms[0].port = "server", port
-        vms[1].net, vms[1].port = "client", port
+        link = link_address()
+        vms[0].net, vms[0].link = "server", link
+        vms[1].net, vms[1].link = "client", link
     results, procs, files = [], [], []
     t0 = time.monotonic()
     try:
@@ -517,6 +540,8 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
                 _kill(p)
         for f in files:
             f[0].close()
+        for vm in vms[:1]:
+            remove_link(vm.link)
     res = RunResult(results, out)
     if own_snapshot and res.ok:
         # Kept after a failure, so that qemu-*.cmd can re-run it.
@@ -647,8 +672,8 @@ def shell(args) -> int:
         # VM b in the background, its console in console-b.log.
         peer = VM("b", args.peer, args.peer_cmd, kargs=args.karg)
         vms.append(peer)
-        port = free_port()
-        vm.net, vm.port, peer.net, peer.port = "server", port, "client", port
+        link = link_address()
+        vm.net, vm.link, peer.net, peer.link = "server", link, "client", link
     nvms = len(vms)
     mem, smp = args.mem or default_mem(variant, nvms), args.smp or default_smp(nvms)
     extra = {"RSIW_SHELL": "1", "RSIW_KMEMLEAK": "0" if args.no_kmemleak else "1"}
@@ -682,6 +707,7 @@ def shell(args) -> int:
             subprocess.call(["stty", "sane"])
         if peer_proc:
             _kill(peer_proc)
+        remove_link(vm.link)
         shutil.rmtree(out / ".kernel", ignore_errors=True)
     splats = []
     for v in vms:
