@@ -18,7 +18,9 @@
 # arrives while its listener is being set up and then frees that listener
 # under its users (KASAN, lockdep); perftest's quick reconnect and rsiw's
 # quick connect reach that window (perftest#93 is the same race seen as a
-# refusal).
+# refusal). It also delays a client's first Send by 0.2 s after ESTABLISHED:
+# a siw server installs its QP's receive callback only after it sent the MPA
+# Reply, and ignores bytes that arrive in between (the shim's comment).
 . /rsiw/tests/vm/lib.sh
 
 export LD_PRELOAD=$RSIW_RUN/tools/rdma-connect-delay.so
