@@ -63,6 +63,10 @@ module! {
             default: 3,
             description: "RTR kinds offered as initiator and accepted as responder: 1 zero-length Write, 2 zero-length Read, 4 zero-length Send (bit mask)",
         },
+        fpdu_segments: u8 {
+            default: 1,
+            description: "TCP segments per FPDU: 1 sizes FPDUs to the MSS as RFC 5044 asks; up to 45 sends larger FPDUs (at most 64 KiB), which every receiver must take but not all place as fast",
+        },
         relaxed_ird_negotiation: bool {
             default: true,
             description: "Adopt the peer's smaller IRD/ORD instead of refusing the connection (as siw)",

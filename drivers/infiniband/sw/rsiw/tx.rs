@@ -6,7 +6,8 @@
 //! finishes a partially sent FPDU, continues the message in progress, then starts the next
 //! message: the peer-to-peer RTR (initiator, once), the Read Responses the peer asked for
 //! (within IRD), and the next send queue element. Each message is cut into FPDUs sized to the
-//! current TCP MSS by [`crate::wire::tx::Segmenter`]. FPDUs are queued back to back in a
+//! current TCP MSS (times the `fpdu_segments` module parameter) by
+//! [`crate::wire::tx::Segmenter`]. FPDUs are queued back to back in a
 //! [`Batch`]: headers, trailers and copied payload in staging pages, payload of user memory
 //! regions by page reference, and handed to TCP, which copies them, in few `sendmsg` calls with
 //! `MSG_DONTWAIT`. When TCP takes only part of a batch, TX stops and `write_space` resumes it.
@@ -295,7 +296,7 @@ impl TxState {
         let Some(m) = self.cur.as_mut() else {
             return Ok(());
         };
-        if let Some(mulpdu) = mulpdu_from_mss(sock.mss_cache()) {
+        if let Some(mulpdu) = tx_mulpdu(sock) {
             // On failure the old size stays: still a valid, if large, FPDU.
             let _ = m.seg.set_mulpdu(mulpdu);
         }
@@ -621,7 +622,7 @@ impl TxState {
     /// `Ok(false)` when there is nothing to send.
     fn fill(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>, sock: &TcpSocket) -> Result<bool, Fatal> {
         if self.cur.is_none() {
-            let mulpdu = mulpdu_from_mss(sock.mss_cache()).ok_or(Fatal::local(None))?;
+            let mulpdu = tx_mulpdu(sock).ok_or(Fatal::local(None))?;
             match self.next_message(conn, qp, mulpdu)? {
                 Some(m) => self.cur = Some(m),
                 None => return Ok(false),
@@ -776,6 +777,13 @@ fn sq_of(d: &Done) -> Option<(u64, u8, u16)> {
         Done::Sq { id, opcode, .. } => Some((id, opcode, status::LOC_PROT_ERR)),
         _ => None,
     }
+}
+
+/// MULPDU for the data FPDUs: `fpdu_segments` times the socket's current MSS, capped by
+/// the 16-bit ULPDU length.
+fn tx_mulpdu(sock: &TcpSocket) -> Option<u16> {
+    let segs = u32::from(crate::module_parameters::fpdu_segments.value().clamp(1, 45));
+    mulpdu_from_mss(sock.mss_cache().saturating_mul(segs))
 }
 
 /// The Read Response to an inbound Read Request.
