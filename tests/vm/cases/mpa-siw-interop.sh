@@ -21,6 +21,8 @@
 #             it (siw requires an enhanced Rev 2 reply to an enhanced request).
 #   crc       rsiw mpa_crc_required=1: CRC on in both directions.
 #   strict    rsiw mpa_crc_strict=1: siw never asks for CRC, so no CRC.
+#   large     rsiw fpdu_segments=45: rsiw sends FPDUs of up to 64 KiB, which
+#             siw must take (the capture must show one larger than a segment).
 #
 # Peer-to-peer mode against siw is not tested: siw never initiates it, and as
 # responder siw's RTR path (siw_rtr_data_ready -> siw_qp_socket_assoc) takes
@@ -56,6 +58,10 @@ rping_round crc-b-client a $size 5 req:C=0 rep:C=1
 
 variant strict mpa_crc_strict=1
 rping_round strict-b-client a $size 5 req:C=0 rep:C=0
+
+variant large fpdu_segments=45
+rping_round large-a-client b $size 5 ini:ulpdu_max\>=4000
+rping_round large-b-client a $size 5 resp:ulpdu_max\>=4000
 
 barrier done
 pass

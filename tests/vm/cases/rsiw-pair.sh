@@ -17,6 +17,9 @@
 #             b's enhanced Rev 2 request gets a Rev 1 reply, which rsiw (unlike
 #             siw) accepts with the ULP's IRD/ORD.
 #   crc       both mpa_crc_required=1: CRC in both directions.
+#   large-crc both fpdu_segments=45 and CRC: FPDUs of up to 64 KiB, each VM
+#             client once; the capture must show an FPDU larger than one
+#             segment (the default variant's are at most one, MPA-26).
 #   crc-clash a mpa_crc_required=1, b mpa_crc_strict=1: refused both ways
 #             (b rejects a's CRC request with R=1; b refuses a's CRC reply).
 #   p2p-write both peer_to_peer=1 rtr_type=1: zero-length Write RTR.
@@ -44,7 +47,7 @@ port=7700
 big=65535
 
 # Default (Rev 2, no CRC, client-server).
-rping_round def-big b $big 10 req:rev=2 req:S=1 rep:S=1 rep:C=0
+rping_round def-big b $big 10 req:rev=2 req:S=1 rep:S=1 rep:C=0 ini:ulpdu_max\<=1442
 port=$((port + 1))
 serve_client def-ucmatose b "$port" "ucmatose -p $port -c 4 -C 20" \
 	"ucmatose -p $port -c 4 -C 20 -s $(fetch b ip)" 180
@@ -60,6 +63,10 @@ rping_round mixed-b-client a $big 5 req:rev=2 req:S=1 rep:rev=1 rep:S=0
 
 variant crc mpa_crc_required=1
 rping_round crc-a-client b $big 5 req:C=1 rep:C=1
+
+variant large-crc mpa_crc_required=1 fpdu_segments=45
+rping_round large-a-client b $big 5 req:C=1 rep:C=1 ini:ulpdu_max\>=4000
+rping_round large-b-client a $big 5 req:C=1 rep:C=1 resp:ulpdu_max\>=4000
 
 variant2 crc-clash "mpa_crc_required=1" "mpa_crc_strict=1"
 refused_round clash-a-client b req:C=1 rep:R=1
