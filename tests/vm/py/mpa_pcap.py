@@ -107,32 +107,9 @@ def streams(path):
 
 
 def payloads(path):
-    with open(path, 'rb') as f:
-        data = f.read()
-    magic = struct.unpack('<I', data[:4])[0]
-    endian = '<' if magic in (0xa1b2c3d4, 0xa1b23c4d) else '>'
-    linktype = struct.unpack(endian + 'I', data[20:24])[0]
-    off = 24
-    while off + 16 <= len(data):
-        _, _, incl, _ = struct.unpack(endian + 'IIII', data[off:off + 16])
-        pkt = data[off + 16:off + 16 + incl]
-        off += 16 + incl
-        if linktype == 1:  # Ethernet
-            pkt = pkt[14:]
-        elif linktype == 113:  # Linux cooked
-            pkt = pkt[16:]
-        if not pkt:
-            continue
-        if pkt[0] >> 4 == 4:
-            ihl = (pkt[0] & 15) * 4
-            proto, l4 = pkt[9], pkt[ihl:]
-        elif pkt[0] >> 4 == 6:
-            proto, l4 = pkt[6], pkt[40:]
-        else:
-            continue
-        if proto != 6 or len(l4) < 20:
-            continue
-        yield l4[(l4[12] >> 4) * 4:]
+    """The captured TCP payload of every segment."""
+    for _, _, _, cap, _ in segments(path):
+        yield cap
 
 
 def frames(path):
