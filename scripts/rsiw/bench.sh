@@ -24,10 +24,20 @@ mkdir -p "$out"
 # Configurations: name, driver, extra kernel arguments. "rsiw-64k" is rsiw
 # with FPDUs of up to 64 KiB (fpdu_segments=45) instead of one per segment.
 configs=("siw siw" "rsiw rsiw" "rsiw-64k rsiw rsiw.fpdu_segments=45")
+# The perftest clients preload tests/vm/tools/rdma-connect-delay.c (see
+# tests/vm/cases/perftest-interop.sh): a siw server loses a first Send that
+# arrives right after its MPA Reply. The 0.2 s it waits after ESTABLISHED is
+# outside perftest's measured (-D) interval. The guest has no compiler.
+tools=$out/tools
+mkdir -p "$tools"
+gcc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$tools/rdma-connect-delay.so" \
+	"$RSIW_TOP/tests/vm/tools/rdma-connect-delay.c" -ldl
 for r in $(seq 1 "$rounds"); do
 	for c in "${configs[@]}"; do
 		read -r name drv kargs <<<"$c"
 		rsiw_log "round $r: $name <-> $name"
+		mkdir -p "$out/$name-$r"
+		cp -r "$tools" "$out/$name-$r/"
 		"$RSIW_TOP/scripts/rsiw/vm.py" run --variant bench --vms 2 --driver "$drv" \
 			--driver-b "$drv" ${kargs:+--karg "$kargs"} --quiet --timeout 1200 \
 			--out "$out/$name-$r" \
