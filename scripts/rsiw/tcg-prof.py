@@ -46,17 +46,25 @@ def main() -> None:
     ap.add_argument("--variant", default="bench")
     ap.add_argument("--module-base", default="0xffffffffa0000000")
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--tid", help="only these QEMU threads (perf script --tid), e.g. one vCPU;"
+                    " percentages are of their time")
     a = ap.parse_args()
     cache = Path(os.environ.get("RSIW_CACHE", Path.home() / ".cache/rsiw"))
     addrs, names = symbols(cache / f"build-{a.variant}", int(a.module_base, 16))
-    rep = subprocess.run(["perf", "report", "-i", a.data, "--no-children", "--sort", "sym",
-                          "--stdio"], capture_output=True, text=True, check=True).stdout
+    # perf script, not perf report: every guest PC is a symbol of its own, and
+    # perf report rounds the long tail of them to 0.00%.
+    cmd = ["perf", "script", "-i", a.data, "-F", "tid,period,ip,sym"]
+    if a.tid:
+        cmd += ["--tid", a.tid]
+    rep = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     agg: dict[str, float] = {}
+    total = 0
     for line in rep.splitlines():
-        m = re.match(r"\s*([0-9.]+)%\s+\[.\]\s+(\S+)", line)
-        if not m:
+        f = line.split()
+        if len(f) < 2 or not f[1].isdigit():
             continue
-        pct, sym = float(m.group(1)), m.group(2)
+        period, sym = int(f[1]), (f[3] if len(f) > 3 else "[unknown]")
+        total += period
         g = re.match(r"guest-0x([0-9a-f]+)$", sym)
         if not g:
             name = "(qemu: TCG helpers)" if sym.startswith("helper_") else "(qemu and host)"
@@ -65,7 +73,8 @@ def main() -> None:
         else:
             i = bisect.bisect_right(addrs, int(g.group(1), 16)) - 1
             name = names[i] if i >= 0 else "(unknown guest kernel)"
-        agg[name] = agg.get(name, 0.0) + pct
+        agg[name] = agg.get(name, 0.0) + period
+    agg = {k: 100.0 * v / max(total, 1) for k, v in agg.items()}
     for name, pct in sorted(agg.items(), key=lambda x: -x[1])[:a.top]:
         print(f"{pct:6.2f}%  {name}")
 
