@@ -162,6 +162,11 @@ __rust_helper u32 rust_helper_tcp_sk_mss_cache(const struct sock *sk)
 	return READ_ONCE(tcp_sk(sk)->mss_cache);
 }
 
+__rust_helper int rust_helper_tcp_inq(struct sock *sk)
+{
+	return tcp_inq(sk);
+}
+
 __rust_helper u32 rust_helper_tcp_sk_gso_segs(const struct sock *sk)
 {
 	return READ_ONCE(tcp_sk(sk)->gso_segs);

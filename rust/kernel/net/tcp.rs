@@ -196,6 +196,15 @@ impl CallbackSock<'_> {
         unsafe { bindings::tcp_sk_mss_cache(self.sk.as_ptr()) }
     }
 
+    /// Returns the bytes received in order and not read yet (`tcp_inq()`). Any context; the
+    /// value can change unless the socket is locked.
+    pub fn inq(&self) -> usize {
+        // SAFETY: By the type invariant `sk` is a valid socket; `tcp_inq()` reads the state
+        // and two sequence numbers.
+        let n = unsafe { bindings::tcp_inq(self.sk.as_ptr()) };
+        usize::try_from(n).unwrap_or(0)
+    }
+
     /// Clears `SOCK_NOSPACE`, as a write-space handler does once it has room to send again.
     /// Any context.
     pub fn clear_nospace(&self) {
