@@ -6,7 +6,10 @@
 # listener and a connection in its MPA exchange. VM a listens (ucmatose, on
 # the wildcard address); VM b is a raw TCP peer (tests/vm/py/mpa_raw.py): a
 # wrong key (MPA-01), Markers (D-03), PD_Length 513 (MPA-07) and a peer that
-# never sends its Request (the MPA timeout). Then roles swap: b is a raw MPA
+# never sends its Request (the MPA timeout). Then b is a raw peer-to-peer
+# initiator (tests/vm/py/mpa_rtr.py) against a pyverbs listener on a: its
+# Write RTR is taken, but a Send in place of the RTR gets TERM 2/0/07 (MPA-16,
+# MPA-19). Then roles swap: b is a raw MPA
 # responder (tests/vm/py/mpa_responder.py) whose Replies a's initiator
 # (cm_refused.py) must refuse with a Terminate FPDU before closing: an ORD
 # above our IRD (MPA-11, TERM 2/0/06) and A=1 to a client-server Request
@@ -25,9 +28,16 @@ wait_peer 30
 if [ "$RSIW_ROLE" = a ]; then
 	stdbuf -oL ucmatose -p $port -c 1 -C 0 >"$RSIW_OUT/ucmatose.log" 2>&1 &
 	ucm=$!
+	python3 /rsiw/tests/vm/py/mpa_rtr.py server "$RSIW_IP" $((port + 2)) >"$RSIW_OUT/mpa_rtr.log" 2>&1 &
+	rtr=$!
 	wait_listen $port 30
+	wait_listen $((port + 2)) 30
 	publish listening 1
 	fetch b raw-done 300 >/dev/null
+	rc=0
+	wait "$rtr" || rc=$?
+	cat "$RSIW_OUT/mpa_rtr.log"
+	[ "$rc" = 0 ] || die "mpa_rtr server failed"
 	fetch b responder 120 >/dev/null
 	run python3 /rsiw/tests/vm/py/cm_refused.py "$(fetch b ip)" $((port + 1)) 2 ||
 		die "cm_refused failed"
@@ -48,6 +58,7 @@ else
 	ip=$(fetch a ip)
 	fetch a listening 120 >/dev/null
 	run python3 /rsiw/tests/vm/py/mpa_raw.py "$ip" $port
+	run python3 /rsiw/tests/vm/py/mpa_rtr.py client "$ip" $((port + 2))
 	publish raw-done 1
 	python3 /rsiw/tests/vm/py/mpa_responder.py $((port + 1)) >"$RSIW_OUT/mpa_responder.log" 2>&1 &
 	resp=$!

@@ -7,11 +7,11 @@ mod common;
 use common::*;
 use rsiw_wire::wire::crc::{crc32c, crc_to_wire, Crc32c, SoftCrc32c, CRC_INIT};
 use rsiw_wire::wire::fpdu::{fpdu_len, mulpdu_from_mss, pad_len};
-use rsiw_wire::wire::hdr::{Opcode, Placement, ReadRequest};
+use rsiw_wire::wire::hdr::{Body, Opcode, Placement, ReadRequest};
 use rsiw_wire::wire::mpa::*;
 use rsiw_wire::wire::rx::RxEvent;
 use rsiw_wire::wire::term::{LlpCode, TermCode, TermEcho};
-use rsiw_wire::wire::tx::rtr_message;
+use rsiw_wire::wire::tx::{rtr_message, TxMessage};
 
 fn frame(kind: FrameKind, flags: u8, rev: u8, e: Option<Enhanced>, pd: &[u8]) -> Vec<u8> {
     let mut b = [0u8; MAX_FRAME];
@@ -832,6 +832,80 @@ fn mpa_15_initiator_rtr_choice_and_failure() {
             a => panic!("{a:?}"),
         }
     }
+}
+
+#[test]
+fn mpa_16_responder_refuses_a_first_fpdu_that_is_no_offered_rtr() {
+    let c = cfg_all(false);
+    let first =
+        |m: TxMessage, payload: &[u8]| segs(&parse(c, &encode(m, payload, 1000, false)).0)[0];
+    let send = first(rtr_message(RtrKind::Send, 1), &[]);
+    let write = first(rtr_message(RtrKind::Write, 0), &[]);
+    let read = first(rtr_message(RtrKind::Read, 1), &[]);
+    let no = Err(TermCode::llp(LlpCode::NoMatchingRtr));
+    let all = RtrSet {
+        send: true,
+        write: true,
+        read: true,
+    };
+    // Each RTR is taken when it was offered, and only then.
+    for (seg, kind) in [
+        (send, RtrKind::Send),
+        (write, RtrKind::Write),
+        (read, RtrKind::Read),
+    ] {
+        assert_eq!(responder_rtr(all, &seg), Ok(kind));
+        let mut only = all;
+        match kind {
+            RtrKind::Send => only.send = false,
+            RtrKind::Write => only.write = false,
+            RtrKind::Read => only.read = false,
+        }
+        assert_eq!(responder_rtr(only, &seg), no, "{kind:?} not offered");
+        assert_eq!(responder_rtr(RtrSet::NONE, &seg), no);
+    }
+    // A ULP message before the RTR passes no fence: a Send or Write with data, a Send with
+    // Solicited Event or Invalidate, a Read Request of data, a non-last segment.
+    let ulp = [
+        first(msg(Opcode::Send, untagged(1), Body::None, 4), b"data"),
+        first(msg(Opcode::SendSe, untagged(1), Body::None, 0), &[]),
+        first(msg(Opcode::SendInv, untagged(1), Body::None, 0), &[]),
+        first(
+            msg(
+                Opcode::Write,
+                Placement::Tagged { stag: 1, to: 0 },
+                Body::None,
+                4,
+            ),
+            b"data",
+        ),
+        first(
+            msg(
+                Opcode::ReadRequest,
+                Placement::Untagged {
+                    inv_stag: 0,
+                    qn: 1,
+                    msn: 1,
+                    mo: 0,
+                },
+                Body::ReadRequest(ReadRequest {
+                    sink_stag: 1,
+                    sink_to: 0,
+                    size: 8,
+                    src_stag: 2,
+                    src_to: 0,
+                }),
+                0,
+            ),
+            &[],
+        ),
+    ];
+    for seg in ulp {
+        assert_eq!(responder_rtr(all, &seg), no, "{:?}", seg.hdr);
+    }
+    let mut partial = write;
+    partial.hdr.last = false;
+    assert_eq!(responder_rtr(all, &partial), no);
 }
 
 #[test]

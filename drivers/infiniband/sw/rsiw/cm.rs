@@ -1004,7 +1004,7 @@ impl Cep {
                     ord: g.ord,
                     initiator: true,
                     rtr: p.rtr_send,
-                    send_rtr: false,
+                    rtr_offered: None,
                 };
                 if let Err(e) = self.go_rts(g, cp) {
                     self.fail_connect(g, e);
@@ -1448,8 +1448,8 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
         ord: g.ord,
         initiator: false,
         rtr: None,
-        // The initiator may pick the zero-length Send RTR if our Reply offered it.
-        send_rtr: p.p2p && p.rtr_set.send,
+        // Peer-to-peer: the initiator's first FPDU must be one of the RTRs our Reply offered.
+        rtr_offered: p.p2p.then_some(p.rtr_set),
     };
     // The data path must be in place before the Reply goes out: the initiator's first FPDU
     // can follow it immediately.

@@ -38,7 +38,10 @@ use crate::{
     stag::PdId,
     tx::TxState,
     wire::{
-        mpa::RtrKind,
+        mpa::{
+            RtrKind,
+            RtrSet, //
+        },
         rx::{
             RxConfig,
             RxParser, //
@@ -128,9 +131,10 @@ pub(crate) struct ConnParams {
     pub(crate) initiator: bool,
     /// The RTR message to send first (initiator in peer-to-peer mode).
     pub(crate) rtr: Option<RtrKind>,
-    /// Responder in peer-to-peer mode that offered the zero-length Send RTR: RX absorbs it
-    /// without a receive (MPA-17).
-    pub(crate) send_rtr: bool,
+    /// Responder in peer-to-peer mode: the RTR options its Reply offered. RX refuses a first
+    /// FPDU that is none of them (MPA-16) and absorbs a zero-length Send RTR without a receive
+    /// (MPA-17).
+    pub(crate) rtr_offered: Option<RtrSet>,
 }
 
 /// What the connection refers to; taken away by [`Conn::stop`].
@@ -355,7 +359,7 @@ impl Conn {
             max_ulpdu: u16::MAX,
             siw_terminate: true,
         };
-        let rx = RxState::new(RxParser::new(rxcfg, KernelCrc32c), p.send_rtr)?;
+        let rx = RxState::new(RxParser::new(rxcfg, KernelCrc32c), p.rtr_offered)?;
         let tx = TxState::new(p.rtr)?;
         let links = Links {
             qp: qp.clone(),

@@ -56,6 +56,11 @@ use crate::{
             Placement as WirePlacement,
             QN_SEND, //
         },
+        mpa::{
+            responder_rtr,
+            RtrKind,
+            RtrSet, //
+        },
         rx::{
             RxEvent,
             RxParser,
@@ -124,8 +129,11 @@ pub(crate) struct RxState {
     failed: bool,
     /// The first segment ended.
     first_done: bool,
-    /// A zero-length Send with MSN 1 as the first message is the initiator's RTR (MPA-17):
-    /// it takes no receive and completes nothing.
+    /// Responder in peer-to-peer mode, until the first segment: the RTR options our Reply
+    /// offered; the first segment must be one of them (MPA-16).
+    rtr: Option<RtrSet>,
+    /// The first segment is the initiator's zero-length Send RTR (MPA-17): it takes no
+    /// receive and completes nothing.
     send_rtr: bool,
     /// Set by [`Conn::stop`]: nothing is processed any more.
     pub(crate) stopped: bool,
@@ -152,9 +160,9 @@ impl Outbox {
 type Fail = Option<Terminate>;
 
 impl RxState {
-    /// A fresh engine around `parser`; `send_rtr` if the peer may send a zero-length Send as
-    /// its RTR.
-    pub(crate) fn new(parser: RxParser<KernelCrc32c>, send_rtr: bool) -> Result<Self> {
+    /// A fresh engine around `parser`; `rtr` holds the RTR options offered to the initiator
+    /// if we are the responder of a peer-to-peer connection.
+    pub(crate) fn new(parser: RxParser<KernelCrc32c>, rtr: Option<RtrSet>) -> Result<Self> {
         Ok(Self {
             parser,
             untagged: RxUntagged::new(),
@@ -163,7 +171,8 @@ impl RxState {
             rqe: None,
             failed: false,
             first_done: false,
-            send_rtr,
+            rtr,
+            send_rtr: false,
             stopped: false,
         })
     }
@@ -240,6 +249,16 @@ impl RxState {
     ) -> Result<(), Fail> {
         self.seg = Some(seg);
         self.target = Target::None;
+        if seg.hdr.opcode != Opcode::Terminate {
+            if let Some(offered) = self.rtr.take() {
+                // Peer-to-peer: the initiator's first FPDU is its RTR. Anything else (a ULP
+                // message, an RTR we did not offer) is refused with 2/0/07 (MPA-16, MPA-19).
+                match responder_rtr(offered, &seg) {
+                    Ok(kind) => self.send_rtr = kind == RtrKind::Send,
+                    Err(c) => return Err(Some(Terminate::bare(c))),
+                }
+            }
+        }
         let len = u64::from(seg.payload_len);
         let mem = qp.device().mem();
         match (seg.hdr.opcode, seg.hdr.placement) {

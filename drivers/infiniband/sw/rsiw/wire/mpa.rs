@@ -9,7 +9,19 @@
 //! the private data, and the negotiation rules as pure functions for both
 //! the initiator and the responder.
 
-use crate::wire::term::{LlpCode, TermCode};
+use crate::wire::{
+    hdr::{
+        Body,
+        Opcode,
+        Placement,
+        QN_SEND, //
+    },
+    rx::Segment,
+    term::{
+        LlpCode,
+        TermCode, //
+    },
+};
 
 /// Key of an MPA Request frame.
 pub const KEY_REQ: [u8; 16] = *b"MPA ID Req Frame";
@@ -864,4 +876,28 @@ pub fn initiator_decide(cfg: &LocalConfig, rep: &FrameHeader, pd: &[u8]) -> Init
         peer_ird: Some(re.ird),
         peer_ord: Some(re.ord),
     })
+}
+
+/// Checks the first FPDU a peer-to-peer responder receives against the RTR options its
+/// Reply offered (MPA-16, MPA-17): it must be one of them, a zero-length Send (B), a
+/// zero-length RDMA Write (C) or a zero-length RDMA Read Request (D). Anything else, a ULP
+/// message among them, would pass MPA Fencing, and is refused with "no matching RTR option"
+/// (LLP 2/0/07, MPA-19), the code the initiator uses for a Reply without a usable option.
+///
+/// The caller checks the rest as for any message (MSN 1 and MO 0 of the Send and the Read
+/// Request through the untagged checks); a Terminate is not an RTR and fails the connection
+/// on its own, so the caller does not ask about it.
+pub fn responder_rtr(offered: RtrSet, seg: &Segment) -> Result<RtrKind, TermCode> {
+    let no = TermCode::llp(LlpCode::NoMatchingRtr);
+    let last = seg.hdr.last && seg.payload_len == 0;
+    match (seg.hdr.opcode, seg.hdr.placement, seg.body) {
+        (Opcode::Send, Placement::Untagged { qn: QN_SEND, .. }, _) if last && offered.send => {
+            Ok(RtrKind::Send)
+        }
+        (Opcode::Write, Placement::Tagged { .. }, _) if last && offered.write => Ok(RtrKind::Write),
+        (Opcode::ReadRequest, _, Body::ReadRequest(r)) if r.size == 0 && offered.read => {
+            Ok(RtrKind::Read)
+        }
+        _ => Err(no),
+    }
 }
