@@ -48,6 +48,10 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--tid", help="only these QEMU threads (perf script --tid), e.g. one vCPU;"
                     " percentages are of their time")
+    ap.add_argument("--time", help="only this interval (perf script --time), e.g. the"
+                    " steady state of a benchmark: 'start,stop' in perf's seconds")
+    ap.add_argument("--iters", type=float, help="also print each symbol's time per iteration"
+                    " (ns; period sum over ITERS, e.g. the messages of the interval)")
     a = ap.parse_args()
     cache = Path(os.environ.get("RSIW_CACHE", Path.home() / ".cache/rsiw"))
     addrs, names = symbols(cache / f"build-{a.variant}", int(a.module_base, 16))
@@ -56,6 +60,8 @@ def main() -> None:
     cmd = ["perf", "script", "-i", a.data, "-F", "tid,period,ip,sym"]
     if a.tid:
         cmd += ["--tid", a.tid]
+    if a.time:
+        cmd += ["--time", a.time]
     rep = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     agg: dict[str, float] = {}
     total = 0
@@ -74,9 +80,11 @@ def main() -> None:
             i = bisect.bisect_right(addrs, int(g.group(1), 16)) - 1
             name = names[i] if i >= 0 else "(unknown guest kernel)"
         agg[name] = agg.get(name, 0.0) + period
-    agg = {k: 100.0 * v / max(total, 1) for k, v in agg.items()}
-    for name, pct in sorted(agg.items(), key=lambda x: -x[1])[:a.top]:
-        print(f"{pct:6.2f}%  {name}")
+    if a.iters:
+        print(f"total {total / a.iters:10.0f} ns per iteration")
+    for name, v in sorted(agg.items(), key=lambda x: -x[1])[:a.top]:
+        per = f"{v / a.iters:10.0f} ns  " if a.iters else ""
+        print(f"{100.0 * v / max(total, 1):6.2f}%  {per}{name}")
 
 
 main()
