@@ -12,7 +12,7 @@ S := scripts/rsiw
 T ?=
 ARGS ?=
 
-.PHONY: help setup kernel kernel-bench rootfs demo check check-host check-vm \
+.PHONY: help setup kernel kernel-light kernel-bench rootfs demo check check-host check-vm \
 	shell bench
 
 help:
@@ -22,7 +22,7 @@ help:
 	@echo "make check-vm    VM tests; T='filter' selects cases"
 	@echo "make shell       a shell in a VM running the debug kernel (ARGS='--peer siw')"
 	@echo "make bench       rsiw against siw in identical VMs"
-	@echo "make kernel      build the debug kernel (kernel-bench: the bench kernel)"
+	@echo "make kernel      build the debug kernel (kernel-light: without KASAN; kernel-bench)"
 	@echo "make rootfs      build the Debian 13 guest root"
 
 setup:
@@ -30,6 +30,9 @@ setup:
 
 kernel: setup
 	$(S)/kernel.sh build debug
+
+kernel-light: setup
+	$(S)/kernel.sh build light
 
 kernel-bench: setup
 	$(S)/kernel.sh build bench
@@ -46,7 +49,7 @@ check:
 check-host:
 	tests/wire/check.sh
 
-check-vm: kernel rootfs
+check-vm: kernel-light kernel rootfs
 	tests/vm/run $(T)
 
 shell: kernel rootfs

@@ -44,7 +44,11 @@ stage() {
 
 stage setup scripts/rsiw/setup.sh
 stage host tests/wire/check.sh
-if stage kernel scripts/rsiw/kernel.sh build debug && stage rootfs scripts/rsiw/mkroot.sh; then
+# The VM suite runs on two kernels: most cases on the light debug kernel, the
+# cases marked kernel=debug on the full one with KASAN (tests/vm/run).
+if stage kernel-light scripts/rsiw/kernel.sh build light &&
+	stage kernel scripts/rsiw/kernel.sh build debug &&
+	stage rootfs scripts/rsiw/mkroot.sh; then
 	stage vm tests/vm/run ${T:-}
 fi
 

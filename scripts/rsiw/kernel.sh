@@ -8,7 +8,8 @@
 #   kernel.sh build [VARIANT]  configure (tinyconfig + fragments) and build
 #   kernel.sh path [VARIANT]   print the build directory
 #
-# VARIANT is "debug" (default) or "bench". Everything lives in $RSIW_CACHE
+# VARIANT is "debug" (default; KASAN, lockdep, kmemleak), "light" (the debug
+# set without KASAN, for the bulk of the VM tests) or "bench". Everything lives in $RSIW_CACHE
 # (default ~/.cache/rsiw), so a clean clone on the same machine rebuilds
 # incrementally: files are copied into the tree only when their contents
 # changed.
@@ -117,8 +118,12 @@ kmake() {
 configure() {
 	local variant=$1 build frags stamp want
 	build=$(rsiw_build_dir "$variant")
-	frags=(rsiw.config)
-	[ "$variant" = debug ] && frags+=(rsiw-debug.config)
+	case "$variant" in
+	debug) frags=(rsiw.config rsiw-debug.config rsiw-kasan.config) ;;
+	light) frags=(rsiw.config rsiw-debug.config) ;;
+	bench) frags=(rsiw.config) ;;
+	*) rsiw_die "unknown kernel variant $variant (debug, light or bench)" ;;
+	esac
 	mkdir -p "$build"
 	want=$(cd "$RSIW_TOP/kernel/configs" && cat "${frags[@]}" | sha256sum | cut -d' ' -f1)
 	stamp="$build/.rsiw-config"
@@ -170,5 +175,5 @@ fetch) fetch ;;
 prepare) prepare ;;
 build) build "${2:-}" ;;
 path) rsiw_build_dir "${2:-}" ;;
-*) rsiw_die "usage: $0 fetch|prepare|build [debug|bench]|path [debug|bench]" ;;
+*) rsiw_die "usage: $0 fetch|prepare|build [debug|light|bench]|path [debug|light|bench]" ;;
 esac

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=rsiw timeout=600
+# rsiw-test: vms=2 a=rsiw b=rsiw timeout=600 kernel=debug
 #
 # Device deletion and rmmod with connected user QPs, rsiw on both VMs (issue
 # 5; the helpers' contract is in tests/vm/faults.sh). In each round rping -v

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=1 driver=rsiw timeout=300
+# rsiw-test: vms=1 driver=rsiw timeout=300 kernel=debug
 #
 # A hostile user writes garbage into the mapped SQ, RQ and CQ rings of the
 # siw user ABI and rings the doorbell; it also maps bad offsets and sizes.

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=1 driver=rsiw timeout=400 kunit=1
+# rsiw-test: vms=1 driver=rsiw timeout=400 kunit=1 kernel=debug
 #
 # The KUnit suites, from the kernel log (KTAP). Built-in suites run at boot
 # (e.g. rust_rdma_mr in rust/kernel/rdma/mr.rs); rsiw's own run when the

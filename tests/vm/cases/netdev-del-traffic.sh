@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=1 driver=rsiw timeout=300
+# rsiw-test: vms=1 driver=rsiw timeout=300 kernel=debug
 #
 # Deleting a netdev under traffic (issue 5), one VM. rsiw0 on vetha0
 # (10.9.1.1) carries both ends of an rping -v (client and server QPs on

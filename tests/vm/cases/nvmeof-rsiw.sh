@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=rsiw timeout=600
+# rsiw-test: vms=2 a=rsiw b=rsiw timeout=600 kernel=debug
 #
 # NVMe over Fabrics on rsiw at both ends, in the kernel: VM a exports a
 # null_blk namespace with nvmet-rdma, VM b connects with nvme-rdma, writes
