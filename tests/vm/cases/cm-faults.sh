@@ -15,7 +15,9 @@
 # above our IRD (MPA-11, TERM 2/0/06) and A=1 to a client-server Request
 # (MPA-19, TERM 2/0/07, with CRC). Then b opens a connection that
 # stays in the MPA exchange and a unloads rsiw, which must tear both down
-# cleanly (the runner checks the console and kmemleak).
+# cleanly (the runner checks the console and kmemleak). Last, a reloads rsiw
+# with relaxed_ird_negotiation=0 and its initiator (ORD 1) must refuse a
+# Reply with IRD 0 with TERM 2/0/06 (a relaxed one would lower its ORD).
 . /rsiw/tests/vm/lib.sh
 
 port=7400
@@ -54,6 +56,11 @@ if [ "$RSIW_ROLE" = a ]; then
 		die "a bad request reached the ULP"
 	kill "$ucm" 2>/dev/null || true
 	wait "$ucm" 2>/dev/null || true
+	run modprobe rsiw relaxed_ird_negotiation=0
+	rsiw_up eth0
+	fetch b strict-responder 120 >/dev/null
+	run python3 /rsiw/tests/vm/py/cm_refused.py "$(fetch b ip)" $((port + 3)) 1 ||
+		die "cm_refused (strict IRD) failed"
 else
 	ip=$(fetch a ip)
 	fetch a listening 120 >/dev/null
@@ -74,6 +81,14 @@ else
 	publish pending 1
 	fetch a unloaded 120 >/dev/null
 	exec 3<&-
+	python3 /rsiw/tests/vm/py/mpa_responder.py $((port + 3)) strict >"$RSIW_OUT/mpa_strict.log" 2>&1 &
+	resp=$!
+	wait_listen $((port + 3)) 30
+	publish strict-responder 1
+	rc=0
+	wait "$resp" || rc=$?
+	cat "$RSIW_OUT/mpa_strict.log"
+	[ "$rc" = 0 ] || die "mpa_responder (strict) failed"
 fi
 barrier done
 pass

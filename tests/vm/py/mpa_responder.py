@@ -3,8 +3,8 @@
 #
 # A raw TCP MPA responder that answers an iWARP initiator's Request with an
 # enhanced Reply the initiator must refuse, then checks the Terminate FPDU the
-# initiator sends before closing: usage mpa_responder.py PORT. Serves one
-# connection per check, in this order (the initiator is
+# initiator sends before closing: usage mpa_responder.py PORT [strict]. Serves
+# one connection per check, in this order (the initiator is
 # tests/vm/py/cm_refused.py). Exits 0 if all pass, 1 with a message otherwise.
 #
 # - MPA-11: a Reply with ORD 0x3FFE (above any device's IRD) and no CRC: the
@@ -12,6 +12,12 @@
 # - MPA-19: a Reply with A=1 (peer-to-peer) to a client-server Request (A=0,
 #   which the responder must mirror) and C=1: the initiator sends TERM 2/0/07
 #   (no matching RTR) with a valid MPA CRC, then FIN.
+#
+# With "strict" it runs one other check instead, for an rsiw initiator loaded
+# with relaxed_ird_negotiation=0 that asks for ORD 1 (cm_refused.py does):
+# - MPA-11 strict: a Reply with IRD 0, below the initiator's ORD. A relaxed
+#   initiator lowers its ORD to 0 and goes on (no Terminate: the check
+#   fails); a strict one sends TERM 2/0/06, then FIN.
 
 import socket
 import struct
@@ -92,8 +98,11 @@ def main():
     lsock.listen(4)
     lsock.settimeout(120)
     print('mpa_responder: listening', flush=True)
-    check(lsock, 'MPA-11 insufficient IRD', 0, 4, 0x3FFE, (2, 0, 0x06))
-    check(lsock, 'MPA-19 no matching RTR', FLAG_C, 0x8000 | 4, 0x8000 | 4, (2, 0, 0x07))
+    if sys.argv[2:] == ['strict']:
+        check(lsock, 'MPA-11 strict, IRD below our ORD', 0, 0, 1, (2, 0, 0x06))
+    else:
+        check(lsock, 'MPA-11 insufficient IRD', 0, 4, 0x3FFE, (2, 0, 0x06))
+        check(lsock, 'MPA-19 no matching RTR', FLAG_C, 0x8000 | 4, 0x8000 | 4, (2, 0, 0x07))
     print('mpa_responder: ok', flush=True)
 
 
