@@ -14,7 +14,20 @@
 # siw offers MPA Rev 2 without CRC and without peer-to-peer mode (its knobs
 # are compile-time constants); the rsiw side is reloaded with each of its MPA
 # settings in turn (RSIW_MPA_CONFIGS; ignored with --driver siw).
+#
+# The rping clients run with tests/vm/tools/rdma-connect-delay.c preloaded,
+# the python clients with RSIW_ESTABLISHED_DELAY_MS, which cmutil.py obeys
+# (pyverbs loads librdmacm after a preloaded shim, which then finds no
+# rdma_get_cm_event to wrap). Both hold a client's first Send back by 0.2 s
+# after ESTABLISHED: a siw server moves its QP to RTS and sends the MPA Reply
+# before it installs the QP's receive callback (siw_accept()), and bytes that
+# arrive in between stay unread in its socket until more data comes. rping's
+# ping-pong then waits forever (seen: rping6 with an rsiw client, 40 bytes in
+# the siw server's Recv-Q, CI of 2026-11-25). It changes nothing on the wire.
 . /rsiw/tests/vm/lib.sh
+
+shim=$RSIW_RUN/tools/rdma-connect-delay.so
+[ -r "$shim" ] || die "no $shim (built by tests/vm/run)"
 
 : "${RSIW_MPA_CONFIGS:=default}"
 count=10
@@ -28,7 +41,7 @@ rounds() { # CONFIG
 			ip=$(fetch "$srv" ip)
 			serve_client "rping-$1-$srv-$size" "$srv" "$port" \
 				"rping -s -a $ip -p $port -V -C $count -S $size" \
-				"rping -c -a $ip -p $port -V -C $count -S $size"
+				"LD_PRELOAD=$shim rping -c -a $ip -p $port -V -C $count -S $size"
 		done
 	done
 	# Data of large unsignalled Writes and Sends, then Reads beyond ORD 1
@@ -39,7 +52,7 @@ rounds() { # CONFIG
 			port=$((port + 1))
 			serve_client "$t-$1-$srv" "$srv" "$port" \
 				"python3 /rsiw/tests/vm/py/$t.py server $ip $port" \
-				"python3 /rsiw/tests/vm/py/$t.py client $ip $port" 90
+				"RSIW_ESTABLISHED_DELAY_MS=200 python3 /rsiw/tests/vm/py/$t.py client $ip $port" 90
 		done
 	done
 	# IPv6 link-local: one round each way.
@@ -48,7 +61,7 @@ rounds() { # CONFIG
 		ip=$(fetch "$srv" ip6)
 		serve_client "rping6-$1-$srv" "$srv" "$port" \
 			"rping -s -a $ip%eth0 -p $port -V -C $count -S 4096" \
-			"rping -c -a $ip%eth0 -p $port -V -C $count -S 4096"
+			"LD_PRELOAD=$shim rping -c -a $ip%eth0 -p $port -V -C $count -S 4096"
 	done
 }
 

@@ -6,7 +6,9 @@
 #
 # A script sets NAME (its message prefix) before calling anything here.
 
+import os
 import sys
+import time
 
 import pyverbs.cm_enums as ce
 import pyverbs.enums as e
@@ -34,6 +36,11 @@ def next_event(channel, want, what=None):
     ev.ack_cm_event()
     if got != want:
         fail(f'{what + ": " if what else ""}expected event {want}, got {got}')
+    # The python side of tests/vm/tools/rdma-connect-delay.c, which cannot
+    # be preloaded into python (see tests/vm/cases/rping-interop.sh).
+    delay = os.environ.get('RSIW_ESTABLISHED_DELAY_MS')
+    if got == ce.RDMA_CM_EVENT_ESTABLISHED and delay:
+        time.sleep(int(delay) / 1000)
     return pd
 
 
