@@ -29,7 +29,6 @@ use crate::{
     sync::atomic::{
         Acquire,
         Atomic,
-        Relaxed,
         Release, //
     },
     types::Opaque, //
@@ -40,8 +39,9 @@ use super::udata::Udata;
 
 /// Zeroed memory from `vmalloc_user()` that may be mapped into user space.
 ///
-/// All accesses are atomic loads and stores of naturally aligned words, so they are sound even
-/// while a user process writes the memory concurrently.
+/// All accesses are atomic loads and stores of naturally aligned words (`READ_ONCE()` and
+/// `WRITE_ONCE()`, or the kernel's atomics), so they are sound even while a user process writes
+/// the memory concurrently.
 ///
 /// # Invariants
 ///
@@ -67,6 +67,7 @@ impl SharedBuf {
     }
 
     /// Returns the size of the buffer in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -78,6 +79,7 @@ impl SharedBuf {
 
     /// Returns a pointer to the `size` bytes at `off`, if they are in bounds and `off` is
     /// aligned to `align`.
+    #[inline]
     fn at(&self, off: usize, size: usize, align: usize) -> Option<*mut u8> {
         if off % align != 0 || off.checked_add(size)? > self.len {
             return None;
@@ -86,12 +88,30 @@ impl SharedBuf {
         Some(unsafe { self.ptr.as_ptr().add(off) })
     }
 
-    /// Returns the 64-bit word at `off`.
-    fn word(&self, off: usize) -> Option<&Atomic<i64>> {
-        let p = self.at(off, 8, 8)?;
-        // SAFETY: `p` is 8-byte aligned and valid for the lifetime of `self`; the memory is only
-        // ever accessed atomically by the kernel.
-        Some(unsafe { Atomic::from_ptr(p.cast::<i64>()) })
+    /// Loads the 64-bit word at `p`, as `READ_ONCE()` does: one volatile load of an aligned
+    /// word, single-copy atomic (what `Atomic::<i64>::load(Relaxed)` does through its C helper,
+    /// without a function call per word: elements are read word by word on every work request).
+    ///
+    /// # Safety
+    ///
+    /// `p` is 8-byte aligned and points to 8 bytes inside the buffer.
+    #[inline]
+    unsafe fn load_word(p: *const u8) -> u64 {
+        // SAFETY: `p` is aligned and valid (the caller's guarantee). The memory is only accessed
+        // by such single-copy atomic word accesses in the kernel; concurrent user writes are
+        // seen as whole old or new words.
+        unsafe { core::ptr::read_volatile(p.cast::<u64>()) }
+    }
+
+    /// Stores the 64-bit word `v` at `p`, as `WRITE_ONCE()` does (see [`Self::load_word`]).
+    ///
+    /// # Safety
+    ///
+    /// `p` is 8-byte aligned and points to 8 bytes inside the buffer.
+    #[inline]
+    unsafe fn store_word(p: *mut u8, v: u64) {
+        // SAFETY: As for `load_word`.
+        unsafe { core::ptr::write_volatile(p.cast::<u64>(), v) }
     }
 
     /// Copies the element of type `E` at byte offset `off` into a kernel-owned value.
@@ -100,15 +120,18 @@ impl SharedBuf {
     /// the element is out of bounds, returns `None`. Each 64-bit word is read once, with relaxed
     /// ordering: to read an element after observing its "valid" flag, load the flag first with
     /// [`Self::load_acquire_u16`] (or `_u32`).
+    #[inline]
     pub fn read<E: zerocopy::FromBytes + zerocopy::IntoBytes>(&self, off: usize) -> Option<E> {
         let size = core::mem::size_of::<E>();
         if size % 8 != 0 {
             return None;
         }
-        self.at(off, size, 8)?;
+        let p = self.at(off, size, 8)?;
         let mut v = E::new_zeroed();
         for (i, chunk) in v.as_mut_bytes().chunks_exact_mut(8).enumerate() {
-            let w = self.word(off + i * 8)?.load(Relaxed);
+            // SAFETY: `at()` checked that the `size` bytes at `p` are in bounds and that `p` is
+            // 8-byte aligned; `i * 8 + 8 <= size`.
+            let w = unsafe { Self::load_word(p.add(i * 8)) };
             chunk.copy_from_slice(&w.to_ne_bytes());
         }
         Some(v)
@@ -119,23 +142,25 @@ impl SharedBuf {
     /// The same alignment and size rules as for [`Self::read`] apply; returns `EINVAL` if they
     /// are not met. To publish the element, store its "valid" flag afterwards with
     /// [`Self::store_release_u16`] (or `_u32`).
+    #[inline]
     pub fn write<E: zerocopy::IntoBytes + zerocopy::Immutable>(&self, off: usize, e: &E) -> Result {
         let bytes = e.as_bytes();
         if bytes.len() % 8 != 0 {
             return Err(EINVAL);
         }
-        self.at(off, bytes.len(), 8).ok_or(EINVAL)?;
+        let p = self.at(off, bytes.len(), 8).ok_or(EINVAL)?;
         for (i, chunk) in bytes.chunks_exact(8).enumerate() {
             let mut w = [0u8; 8];
             w.copy_from_slice(chunk);
-            self.word(off + i * 8)
-                .ok_or(EINVAL)?
-                .store(i64::from_ne_bytes(w), Relaxed);
+            // SAFETY: `at()` checked that the `bytes.len()` bytes at `p` are in bounds and that
+            // `p` is 8-byte aligned; `i * 8 + 8 <= bytes.len()`.
+            unsafe { Self::store_word(p.add(i * 8), u64::from_ne_bytes(w)) };
         }
         Ok(())
     }
 
     /// Loads the 16-bit value at `off` (2-byte aligned) with acquire ordering.
+    #[inline]
     pub fn load_acquire_u16(&self, off: usize) -> Option<u16> {
         let p = self.at(off, 2, 2)?;
         // SAFETY: `p` is aligned and valid for the lifetime of `self`; only atomic accesses.
@@ -144,6 +169,7 @@ impl SharedBuf {
     }
 
     /// Stores the 16-bit value `v` at `off` (2-byte aligned) with release ordering.
+    #[inline]
     pub fn store_release_u16(&self, off: usize, v: u16) -> Result {
         let p = self.at(off, 2, 2).ok_or(EINVAL)?;
         // SAFETY: `p` is aligned and valid for the lifetime of `self`; only atomic accesses.
@@ -153,6 +179,7 @@ impl SharedBuf {
     }
 
     /// Loads the 32-bit value at `off` (4-byte aligned) with acquire ordering.
+    #[inline]
     pub fn load_acquire_u32(&self, off: usize) -> Option<u32> {
         let p = self.at(off, 4, 4)?;
         // SAFETY: `p` is aligned and valid for the lifetime of `self`; only atomic accesses.
@@ -161,6 +188,7 @@ impl SharedBuf {
     }
 
     /// Stores the 32-bit value `v` at `off` (4-byte aligned) with release ordering.
+    #[inline]
     pub fn store_release_u32(&self, off: usize, v: u32) -> Result {
         let p = self.at(off, 4, 4).ok_or(EINVAL)?;
         // SAFETY: `p` is aligned and valid for the lifetime of `self`; only atomic accesses.
@@ -282,6 +310,7 @@ impl RingBuf {
 impl core::ops::Deref for RingBuf {
     type Target = SharedBuf;
 
+    #[inline]
     fn deref(&self) -> &SharedBuf {
         match (&self.buf, self.entry) {
             (Some(b), _) => b,
