@@ -191,6 +191,7 @@ impl CallbackSock<'_> {
     }
 
     /// Returns the current MSS (`tcp_sk(sk)->mss_cache`). Any context; the value can change.
+    #[inline]
     pub fn mss_cache(&self) -> u32 {
         // SAFETY: `sk` is a valid TCP socket; the helper reads the field with `READ_ONCE`.
         unsafe { bindings::tcp_sk_mss_cache(self.sk.as_ptr()) }
@@ -1182,6 +1183,7 @@ impl TcpSocket {
     }
 
     /// Returns the current MSS (`tcp_sk(sk)->mss_cache`). Any context; the value can change.
+    #[inline]
     pub fn mss_cache(&self) -> u32 {
         // SAFETY: `sk` is a valid TCP socket; the helper reads with `READ_ONCE`.
         unsafe { bindings::tcp_sk_mss_cache(self.sk().as_ptr()) }
@@ -1252,6 +1254,7 @@ pub struct PageFrag<'a> {
 
 impl<'a> PageFrag<'a> {
     /// Describes `len` bytes of `page` at `offset`; `EINVAL` if they do not fit in the page.
+    #[inline]
     pub fn new(page: &'a Page, offset: usize, len: usize) -> Result<Self> {
         // SAFETY: `page` is allocated for `'a`.
         unsafe { Self::from_raw(NonNull::new(page.as_ptr()).ok_or(EINVAL)?, offset, len) }
@@ -1263,6 +1266,7 @@ impl<'a> PageFrag<'a> {
     /// # Safety
     ///
     /// The caller holds a reference on `page` for `'a`, and it is not a slab page.
+    #[inline]
     pub unsafe fn from_raw(
         page: NonNull<bindings::page>,
         offset: usize,
@@ -1344,6 +1348,7 @@ impl StagingPage {
 
     /// Describes bytes `[offset, offset + len)` of the page, to send them with
     /// [`SocketGuard::send_pages_copy`]; `EINVAL` if they do not fit in the page.
+    #[inline]
     pub fn frag(&self, offset: usize, len: usize) -> Result<PageFrag<'_>> {
         let mut f = PageFrag::new(&self.page, offset, len)?;
         // INVARIANT: The fragment lies in a `StagingPage`.
@@ -1406,6 +1411,7 @@ impl AppendPage {
 
     /// Describes appended bytes `[offset, offset + len)` for sending; `EINVAL` if they were not
     /// appended.
+    #[inline]
     pub fn frag(&self, offset: usize, len: usize) -> Result<PageFrag<'_>> {
         if offset.checked_add(len).ok_or(EINVAL)? > self.used {
             return Err(EINVAL);
@@ -1491,10 +1497,20 @@ impl SocketGuard<'_> {
     }
 
     fn send_bvec(&mut self, frags: &[PageFrag<'_>], flags: u32) -> Result<usize> {
-        if frags.len() > MAX_SEND_PAGES {
+        // Most calls carry one or two fragments (a small message): an array sized for them
+        // saves initialising the large one on every send.
+        if frags.len() <= 4 {
+            self.send_bvec_n::<4>(frags, flags)
+        } else {
+            self.send_bvec_n::<MAX_SEND_PAGES>(frags, flags)
+        }
+    }
+
+    fn send_bvec_n<const N: usize>(&mut self, frags: &[PageFrag<'_>], flags: u32) -> Result<usize> {
+        if frags.len() > N {
             return Err(EINVAL);
         }
-        let mut bv = [bindings::bio_vec::default(); MAX_SEND_PAGES];
+        let mut bv = [bindings::bio_vec::default(); N];
         let mut total = 0usize;
         for (b, f) in bv.iter_mut().zip(frags) {
             b.bv_page = f.page.as_ptr();
