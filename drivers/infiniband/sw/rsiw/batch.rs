@@ -228,41 +228,51 @@ impl Batch {
     /// `Ok(false)` when the socket is full.
     pub(crate) fn push(&mut self, g: &mut SocketGuard<'_>, more: bool) -> Result<bool> {
         while self.sent < self.len {
-            let n = {
-                let first = self.stage.first().ok_or(EINVAL)?.frag(0, 0)?;
-                let mut frags = [first; MAX_SEND_PAGES];
-                let mut k = 0usize;
-                let mut i = self.si;
-                let mut skip = self.soff;
-                for slot in frags.iter_mut() {
-                    let Some(s) = self.segs.get(i) else {
-                        break;
-                    };
-                    *slot = self.frag(s, skip)?;
-                    skip = 0;
-                    i += 1;
-                    k += 1;
-                }
-                if k == 0 {
-                    // `sent < len` but no fragment left: cannot happen.
-                    return Err(EINVAL);
-                }
-                let last = i >= self.segs.len();
-                let fl = if more || !last {
-                    SendFlags::DONTWAIT | SendFlags::MORE
-                } else {
-                    SendFlags::DONTWAIT
-                };
-                match g.send_pages_copy(frags.get(..k).unwrap_or(&[]), fl) {
-                    Ok(0) => return Ok(false),
-                    Ok(n) => n,
-                    Err(e) if e == EAGAIN => return Ok(false),
-                    Err(e) => return Err(e),
-                }
+            // A small message is one or two fragments: a small array for them saves
+            // initialising the large one on every send.
+            let r = if self.segs.len().saturating_sub(self.si) <= 4 {
+                self.send_some::<4>(g, more)
+            } else {
+                self.send_some::<MAX_SEND_PAGES>(g, more)
             };
-            self.advance(n);
+            match r {
+                Ok(0) => return Ok(false),
+                Ok(n) => self.advance(n),
+                Err(e) if e == EAGAIN => return Ok(false),
+                Err(e) => return Err(e),
+            }
         }
         Ok(true)
+    }
+
+    /// Hands TCP up to `N` (at most [`MAX_SEND_PAGES`]) fragments from the sent position on.
+    /// Returns the number of bytes TCP took.
+    fn send_some<const N: usize>(&self, g: &mut SocketGuard<'_>, more: bool) -> Result<usize> {
+        let first = self.stage.first().ok_or(EINVAL)?.frag(0, 0)?;
+        let mut frags = [first; N];
+        let mut k = 0usize;
+        let mut i = self.si;
+        let mut skip = self.soff;
+        for slot in frags.iter_mut() {
+            let Some(s) = self.segs.get(i) else {
+                break;
+            };
+            *slot = self.frag(s, skip)?;
+            skip = 0;
+            i += 1;
+            k += 1;
+        }
+        if k == 0 {
+            // `sent < len` but no fragment left: cannot happen.
+            return Err(EINVAL);
+        }
+        let last = i >= self.segs.len();
+        let fl = if more || !last {
+            SendFlags::DONTWAIT | SendFlags::MORE
+        } else {
+            SendFlags::DONTWAIT
+        };
+        g.send_pages_copy(frags.get(..k).unwrap_or(&[]), fl)
     }
 
     /// Moves the sent position `n` bytes on.

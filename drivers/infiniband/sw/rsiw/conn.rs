@@ -403,6 +403,15 @@ impl Conn {
         self.links.lock().as_ref().map(|l| l.sock.clone())
     }
 
+    /// Returns the QP and the socket (under one lock), or `None` once stopped. Not for atomic
+    /// context.
+    pub(crate) fn qp_sock(&self) -> Option<(ARef<Qp<RsiwDevice>>, Arc<TcpSocket>)> {
+        self.links
+            .lock()
+            .as_ref()
+            .map(|l| (l.qp.clone(), l.sock.clone()))
+    }
+
     /// Returns the endpoint, or `None` once stopped. Not for atomic context.
     pub(crate) fn cep(&self) -> Option<Arc<Cep>> {
         self.links.lock().as_ref().map(|l| l.cep.clone())
@@ -466,7 +475,7 @@ impl Conn {
         if !self.rx_pending.swap(false, AcqRel) || self.stopped.load(Acquire) {
             return;
         }
-        let (Some(qp), Some(sock)) = (self.qp(), self.sock()) else {
+        let Some((qp, sock)) = self.qp_sock() else {
             return;
         };
         let mut g = sock.lock();

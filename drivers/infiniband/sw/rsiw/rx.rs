@@ -204,16 +204,24 @@ impl RxState {
             Some(Ok(r)) => r,
         };
         let n = usize::from(rqe.num_sge).min(NUM_SGE);
-        let mut cur = CurRqe {
+        // Filled in place: a `CurRqe` is too large to move around on every message.
+        let cur = self.rqe.insert(CurRqe {
             id: rqe.id,
             pl: Default::default(),
             lens: [0; NUM_SGE],
             n,
             total: 0,
-        };
+        });
         let mem = qp.device().mem();
-        for (i, s) in rqe.sge.iter().take(n).enumerate() {
-            cur.lens[i] = u64::from(s.length);
+        let mut ok = true;
+        for ((s, len), pl) in rqe
+            .sge
+            .iter()
+            .take(n)
+            .zip(cur.lens.iter_mut())
+            .zip(cur.pl.iter_mut())
+        {
+            *len = u64::from(s.length);
             cur.total = cur.total.saturating_add(u64::from(s.length));
             if s.length == 0 {
                 continue;
@@ -225,17 +233,22 @@ impl RxState {
                 s.laddr,
                 u64::from(s.length),
             ) {
-                Ok(p) => cur.pl[i] = Some(p),
+                Ok(p) => *pl = Some(p),
                 Err(_) => {
-                    push_rq(
-                        out,
-                        completion(rqe.id, status::LOC_PROT_ERR, 0, None, false),
-                    );
-                    return Err(local());
+                    ok = false;
+                    break;
                 }
             }
         }
-        self.rqe = Some(cur);
+        if !ok {
+            // Completed here, so not flushed again.
+            self.rqe = None;
+            push_rq(
+                out,
+                completion(rqe.id, status::LOC_PROT_ERR, 0, None, false),
+            );
+            return Err(local());
+        }
         Ok(())
     }
 
@@ -244,16 +257,16 @@ impl RxState {
         &mut self,
         conn: &Conn,
         qp: &Qp<RsiwDevice>,
-        seg: Segment,
+        seg: &Segment,
         out: &mut Outbox,
     ) -> Result<(), Fail> {
-        self.seg = Some(seg);
+        self.seg = Some(*seg);
         self.target = Target::None;
         if seg.hdr.opcode != Opcode::Terminate {
             if let Some(offered) = self.rtr.take() {
                 // Peer-to-peer: the initiator's first FPDU is its RTR. Anything else (a ULP
                 // message, an RTR we did not offer) is refused with 2/0/07 (MPA-16, MPA-19).
-                match responder_rtr(offered, &seg) {
+                match responder_rtr(offered, seg) {
                     Ok(kind) => self.send_rtr = kind == RtrKind::Send,
                     Err(c) => return Err(Some(Terminate::bare(c))),
                 }
@@ -300,7 +313,7 @@ impl RxState {
                 // and MO 0, and advances the expected MSN; no receive is taken, so the end
                 // of the segment completes nothing. The ULP's first Send is MSN 2.
                 self.send_rtr = false;
-                if let Err(c) = self.untagged.check(&seg, Some(0)) {
+                if let Err(c) = self.untagged.check(seg, Some(0)) {
                     return Err(self.term(c, TermEcho::Ddp));
                 }
             }
@@ -312,13 +325,13 @@ impl RxState {
                     self.take_rqe_for(conn, qp, out)?;
                 }
                 let avail = self.rqe.as_ref().map(|r| r.total);
-                if let Err(c) = self.untagged.check(&seg, avail) {
+                if let Err(c) = self.untagged.check(seg, avail) {
                     return Err(self.term(c, TermEcho::Ddp));
                 }
                 self.target = Target::Rqe(mo);
             }
             (Opcode::ReadRequest, _) => {
-                if let Err(c) = self.untagged.check(&seg, Some(u64::MAX)) {
+                if let Err(c) = self.untagged.check(seg, Some(u64::MAX)) {
                     return Err(self.term(c, TermEcho::DdpAndRdma));
                 }
             }
@@ -419,16 +432,18 @@ impl RxState {
                     WirePlacement::Tagged { .. } => 0,
                 };
                 let bytes = mo.saturating_add(seg.payload_len);
-                let Some(r) = self.rqe.take() else {
+                let Some(id) = self.rqe.as_ref().map(|r| r.id) else {
                     return Ok(());
                 };
+                // Dropped in place (its placements), not moved out.
+                self.rqe = None;
                 let mut inval = None;
                 if let WirePlacement::Untagged { inv_stag, .. } = seg.hdr.placement {
                     if seg.hdr.opcode.has_invalidate() {
                         if let Err(f) = qp.device().mem().invalidate(conn.pd, inv_stag, true) {
                             push_rq(
                                 out,
-                                completion(r.id, status::LOC_PROT_ERR, bytes, None, false),
+                                completion(id, status::LOC_PROT_ERR, bytes, None, false),
                             );
                             let (c, e) = access_error(AccessTarget::SendInvalidate, f);
                             return Err(self.term(c, e));
@@ -437,7 +452,7 @@ impl RxState {
                     }
                 }
                 let se = seg.hdr.opcode.is_solicited();
-                push_rq(out, completion(r.id, status::SUCCESS, bytes, inval, se));
+                push_rq(out, completion(id, status::SUCCESS, bytes, inval, se));
             }
             Opcode::ReadRequest => {
                 let Body::ReadRequest(r) = seg.body else {
@@ -517,7 +532,7 @@ impl RxState {
                 // Payload: placed from the skb, then accounted with the CRC over the same skb
                 // bytes.
                 let n = rem.min(left);
-                let total = self.seg.map_or(0, |s| s.payload_len as usize);
+                let total = self.seg.as_ref().map_or(0, |s| s.payload_len as usize);
                 let off = total
                     .checked_sub(rem)
                     .and_then(|o| u32::try_from(o).ok())
@@ -548,21 +563,17 @@ impl RxState {
                 let input = stage.get(used..n).unwrap_or(&[]);
                 let (c, ev) = self.parser.feed(input);
                 used = used.saturating_add(c);
-                let ev = match ev {
+                // `ev` borrows `stage`, not the engine: handled where it is, without a copy.
+                match &ev {
                     RxEvent::NeedMore => break,
-                    RxEvent::Segment(s) => Ev::Segment(s),
-                    RxEvent::End => Ev::End,
-                    RxEvent::Error(e) => Ev::Error(e.code, e.echo),
+                    RxEvent::Segment(s) => self.on_segment(conn, qp, s, out),
+                    RxEvent::End => self.on_end(conn, qp, out),
+                    RxEvent::Error(e) => Err(self.term(e.code, e.echo)),
                     // Cannot happen: the parser is not fed inside a segment's payload.
-                    RxEvent::Payload { .. } => Ev::Error(
+                    RxEvent::Payload { .. } => Err(self.term(
                         TermCode::operation(RdmapCode::CatastrophicStream),
                         TermEcho::None,
-                    ),
-                };
-                match ev {
-                    Ev::Segment(s) => self.on_segment(conn, qp, s, out),
-                    Ev::End => self.on_end(conn, qp, out),
-                    Ev::Error(c, e) => Err(self.term(c, e)),
+                    )),
                 }
                 .map_err(|f| (pos.saturating_add(used), f))?;
                 if c == 0 {
@@ -577,13 +588,6 @@ impl RxState {
         }
         Ok(pos)
     }
-}
-
-/// An owned parser event.
-enum Ev {
-    Segment(Segment),
-    End,
-    Error(TermCode, TermEcho),
 }
 
 fn completion(id: u64, st: u16, bytes: u32, inval: Option<u32>, solicited: bool) -> Completion {

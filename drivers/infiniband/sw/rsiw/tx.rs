@@ -151,6 +151,8 @@ enum Done {
 /// A message being sent.
 struct TxMsg {
     seg: Segmenter,
+    /// The MULPDU `seg` cuts at.
+    mulpdu: u16,
     src: Src,
     done: Done,
 }
@@ -271,6 +273,7 @@ impl TxState {
         };
         self.cur = Some(TxMsg {
             seg,
+            mulpdu,
             src: Src::None,
             done: Done::Nothing,
         });
@@ -298,7 +301,9 @@ impl TxState {
         };
         if let Some(mulpdu) = tx_mulpdu(sock) {
             // On failure the old size stays: still a valid, if large, FPDU.
-            let _ = m.seg.set_mulpdu(mulpdu);
+            if mulpdu != m.mulpdu && m.seg.set_mulpdu(mulpdu).is_ok() {
+                m.mulpdu = mulpdu;
+            }
         }
         let Some(plan) = m.seg.next_fpdu() else {
             self.cur = None;
@@ -356,6 +361,7 @@ impl TxState {
             }
             return Ok(Some(TxMsg {
                 seg: seg(rtr_message(kind, msn))?,
+                mulpdu,
                 src: Src::None,
                 done: Done::Nothing,
             }));
@@ -490,6 +496,7 @@ impl TxState {
                 };
                 return Ok(Some(TxMsg {
                     seg: seg(msg).map_err(|_| fail(status::LOC_QP_OP_ERR))?,
+                    mulpdu,
                     src: Src::None,
                     done: Done::Nothing,
                 }));
@@ -573,6 +580,7 @@ impl TxState {
         };
         Ok(Some(TxMsg {
             seg: seg(msg).map_err(|_| fail(status::LOC_LEN_ERR))?,
+            mulpdu,
             src,
             done: Done::Sq {
                 id: sqe.id,
@@ -800,6 +808,7 @@ fn read_response(r: InRead, mulpdu: u16) -> Result<TxMsg, Fatal> {
     let seg = Segmenter::new(msg, mulpdu).map_err(|_| Fatal::local(None))?;
     Ok(TxMsg {
         seg,
+        mulpdu,
         src: Src::Remote(r.src_stag, r.src_to),
         done: Done::ReadResponse,
     })
@@ -828,7 +837,7 @@ impl Conn {
         if self.stopped.load(Acquire) {
             return;
         }
-        let (Some(qp), Some(sock)) = (self.qp(), self.sock()) else {
+        let Some((qp, sock)) = self.qp_sock() else {
             return;
         };
         let mut tx = if inline {
