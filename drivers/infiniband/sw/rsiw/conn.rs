@@ -275,6 +275,12 @@ pub(crate) struct Conn {
     pub(crate) stopped: AtomicBool,
     /// TX stopped on a full socket and waits for `write_space`.
     pub(crate) tx_blocked: AtomicBool,
+    /// `shared.fatal`, readable without the lock: set with it (under the lock) and never
+    /// cleared, so the TX pass of every message need not take `shared` to check it.
+    pub(crate) fatal_hint: AtomicBool,
+    /// Whether `shared.irq` is not empty, changed only under `shared` with it: TX takes the
+    /// lock for a Read Request only if there is one. RX kicks TX after queueing one.
+    pub(crate) irq_hint: AtomicBool,
     /// We are the responder: the first FPDU received is the peer's RTR in peer-to-peer mode,
     /// which the connection manager waits for.
     pub(crate) responder: bool,
@@ -376,6 +382,8 @@ impl Conn {
                 crc32c: KernelCrc32c,
                 stopped: AtomicBool::new(false),
                 tx_blocked: AtomicBool::new(false),
+                fatal_hint: AtomicBool::new(false),
+                irq_hint: AtomicBool::new(false),
                 responder: !p.initiator,
                 rtr_seen: AtomicBool::new(false),
             rx_pending: AtomicBool::new(false),
@@ -440,6 +448,7 @@ impl Conn {
             if !sh.fatal {
                 sh.fatal = true;
                 sh.term = term;
+                this.fatal_hint.store(true, Release);
             }
         }
         Self::kick(this);
@@ -542,6 +551,7 @@ impl Conn {
                 let _ = reads.push(w, GFP_ATOMIC);
             }
             while sh.irq.pop().is_some() {}
+            self.irq_hint.store(false, Release);
         }
         for (i, w) in reads.iter().enumerate() {
             if let Some(id) = w.id {

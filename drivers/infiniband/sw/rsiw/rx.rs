@@ -492,6 +492,7 @@ impl RxState {
                         TermEcho::DdpAndRdma,
                     ));
                 }
+                conn.irq_hint.store(true, Release);
                 out.kick = true;
             }
             Opcode::Terminate => {

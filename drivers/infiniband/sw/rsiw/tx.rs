@@ -366,7 +366,16 @@ impl TxState {
                 done: Done::Nothing,
             }));
         }
-        let rr = conn.shared.lock().irq.pop();
+        let rr = if conn.irq_hint.load(Acquire) {
+            let mut sh = conn.shared.lock();
+            let r = sh.irq.pop();
+            if sh.irq.len() == 0 {
+                conn.irq_hint.store(false, Release);
+            }
+            r
+        } else {
+            None
+        };
         if let Some(r) = rr {
             return Ok(Some(read_response(r, mulpdu)?));
         }
@@ -856,7 +865,7 @@ impl Conn {
         if self.stopped.load(Acquire) || tx.dead {
             return;
         }
-        if self.shared.lock().fatal {
+        if self.fatal_hint.load(Acquire) {
             self.fatal(&qp, &mut tx, &sock);
             return;
         }
@@ -898,6 +907,7 @@ impl Conn {
                     if !sh.fatal {
                         sh.fatal = true;
                         sh.term = f.term;
+                        self.fatal_hint.store(true, Release);
                     }
                 }
                 self.fatal(&qp, &mut tx, &sock);
