@@ -117,6 +117,9 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 	size_t n = qemu_plugin_tb_n_insns(tb);
 	uint32_t i;
 
+	for (int k = 0; k < n_trace_pc; k++)
+		if (va == trace_pc[k])
+			qemu_plugin_register_vcpu_tb_exec_cb(tb, trace_cb, 0, (void *)(uintptr_t)k);
 	if (!counting)
 		return;
 	if (va < KERNEL_BASE) {
@@ -126,9 +129,6 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 			tb, QEMU_PLUGIN_INLINE_ADD_U64, entry(1), n);
 		return;
 	}
-	for (int k = 0; k < n_trace_pc; k++)
-		if (va == trace_pc[k])
-			qemu_plugin_register_vcpu_tb_exec_cb(tb, trace_cb, 0, (void *)(uintptr_t)k);
 	pthread_mutex_lock(&lock);
 	i = n_recs < MAX_TBS ? n_recs++ : 0;
 	if (i) {

@@ -33,6 +33,7 @@ import bisect
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -173,9 +174,21 @@ def window(d: Path, role: str):
     return fn, rt, user, ends
 
 
+# Timer interrupt work: its cost per message grows with the time a message takes.
+TICK_RE = re.compile(r"^(__?)?(hrtimer|tick_|timekeeping|update_vsyscall|ktime_get|sched_tick|"
+                     r"task_tick|update_load_avg|__update_load_avg|update_curr|update_se|"
+                     r"update_deadline|update_rq_clock|rcu_sched_clock_irq|run_timer_softirq|"
+                     r"__run_timers|clockevents_|lapic_|timerqueue_|ntp_|irq_work_tick|"
+                     r"account_|calc_global_load|update_wall_time|rb_erase_linked|"
+                     r"rb_insert_color|rb_erase$|raw_notifier_call_chain|"
+                     r"add_interrupt_randomness|_find_next_bit)")
+
+
 def group(s: str) -> str:
     if s.startswith("mod:") or s == "module:?":
         return "driver module"
+    if TICK_RE.match(s):
+        return "timer ticks (per second, not per message)"
     if s.startswith("rust_helper_") or s.startswith(("kernel::", "<kernel::", "core::", "<core::", "pin_init", "<pin_init", "alloc::", "<alloc::")):
         return "Rust (kernel crate, helpers)"
     return "kernel"
@@ -267,6 +280,8 @@ def run(args):
                              f" -plugin {so},dir={out},trace={pcs}"
                              f",count={0 if args.no_count else 1}").strip()
     env["RSIW_VM_TSC"] = "1"
+    if args.iters is None:
+        args.iters = 60000 if args.no_count else 10000
     # The bench loads the driver; its address is known after.
     cmd = (f"RSIW_BENCH_LAT_ITERS={args.iters} RSIW_BENCH_ONLY='^{args.test}$' "
            "/rsiw/guest/bench; rc=$?; for m in rsiw siw; do "
@@ -292,7 +307,7 @@ def run(args):
         sys.exit(f"the VMs exited before the window (status {vm.returncode}); logs in {out}")
     # The QEMU of each VM: the one whose kernel command line has its role.
     pids = {}
-    for p in Path("/proc").iterdir():
+    for p in [*Path("/proc").iterdir(), *Path("/proc").iterdir()]:
         if not p.name.isdigit():
             continue
         try:
@@ -314,6 +329,8 @@ def run(args):
         for role, pid in pids.items():
             done = out / f"dump.{pid}.{i}.done"
             while not done.exists():
+                if vm.poll() is not None:
+                    sys.exit(f"the test ended before the window did; more --iters? ({out})")
                 time.sleep(0.1)
             (out / f"dump.{pid}.{i}").rename(out / f"dump-{role}.{i}")
         print(f"[count] dumps {i} at {time.time() - started:.0f} s", flush=True)
@@ -325,6 +342,8 @@ def run(args):
             f.write("trace\n")
         done = out / f"trace.{pid}.done"
         while not done.exists():
+            if vm.poll() is not None:
+                sys.exit(f"the VMs exited before the trace was written ({out})")
             time.sleep(0.1)
         (out / f"trace.{pid}").rename(out / f"trace-{role}")
     rc = vm.wait()
@@ -365,13 +384,15 @@ def timeline(args):
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("run")
     p.add_argument("--driver", default="rsiw")
     p.add_argument("--test", default="ib_send_lat-2")
-    p.add_argument("--iters", type=int, default=10000)
+    p.add_argument("--iters", type=int,
+                   help="iterations of the test (default 10000, 60000 with --no-count)")
     p.add_argument("--settle", type=float, default=8)
     p.add_argument("--window", type=float, default=10)
     p.add_argument("--karg")
