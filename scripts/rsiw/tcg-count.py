@@ -320,32 +320,27 @@ def run(args):
                     pids[role] = p.name
     if len(pids) != 2:
         sys.exit(f"cannot find the VMs' QEMUs ({pids})")
+    def command(pid: str, cmd: str, src: str, dst: str) -> None:
+        """Has a VM's plugin write `src` (polls for its .done file), renamed to `dst`."""
+        with open(out / f"ctl.{pid}", "w") as f:
+            f.write(cmd + "\n")
+        while not (out / f"{src}.done").exists():
+            if vm.poll() is not None:
+                sys.exit(f"the VMs exited before {dst} was written; more --iters? ({out})")
+            time.sleep(0.1)
+        (out / src).rename(out / dst)
+
     marks = []
     for i in range(2):
         marks.append(time.monotonic_ns())
-        for pid in pids.values():
-            with open(out / f"ctl.{pid}", "w") as f:
-                f.write("dump\n")
         for role, pid in pids.items():
-            done = out / f"dump.{pid}.{i}.done"
-            while not done.exists():
-                if vm.poll() is not None:
-                    sys.exit(f"the test ended before the window did; more --iters? ({out})")
-                time.sleep(0.1)
-            (out / f"dump.{pid}.{i}").rename(out / f"dump-{role}.{i}")
+            command(pid, "dump", f"dump.{pid}.{i}", f"dump-{role}.{i}")
         print(f"[count] dumps {i} at {time.time() - started:.0f} s", flush=True)
         if i == 0:
             time.sleep(args.window)
     (out / "window").write_text(f"{marks[0]} {marks[1]}\n")
     for role, pid in pids.items():
-        with open(out / f"ctl.{pid}", "w") as f:
-            f.write("trace\n")
-        done = out / f"trace.{pid}.done"
-        while not done.exists():
-            if vm.poll() is not None:
-                sys.exit(f"the VMs exited before the trace was written ({out})")
-            time.sleep(0.1)
-        (out / f"trace.{pid}").rename(out / f"trace-{role}")
+        command(pid, "trace", f"trace.{pid}", f"trace-{role}")
     rc = vm.wait()
     print(f"[count] VMs exited with {rc}; logs in {out}")
     args.dir = str(out)
