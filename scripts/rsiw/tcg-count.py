@@ -30,6 +30,7 @@ a branch). Each run keeps its System.map and modules, so 'show' still
 resolves it after the bench kernel is rebuilt."""
 import argparse
 import bisect
+import errno
 import os
 import re
 import shutil
@@ -281,7 +282,7 @@ def run(args):
                              f",count={0 if args.no_count else 1}").strip()
     env["RSIW_VM_TSC"] = "1"
     if args.iters is None:
-        args.iters = 60000 if args.no_count else 10000
+        args.iters = 60000 if args.no_count else 80000
     # The bench loads the driver; its address is known after.
     cmd = (f"RSIW_BENCH_LAT_ITERS={args.iters} RSIW_BENCH_ONLY='^{args.test}$' "
            "/rsiw/guest/bench; rc=$?; for m in rsiw siw; do "
@@ -322,8 +323,22 @@ def run(args):
         sys.exit(f"cannot find the VMs' QEMUs ({pids})")
     def command(pid: str, cmd: str, src: str, dst: str) -> None:
         """Has a VM's plugin write `src` (polls for its .done file), renamed to `dst`."""
-        with open(out / f"ctl.{pid}", "w") as f:
-            f.write(cmd + "\n")
+        # The control file is a FIFO: opening it blocks while nobody reads, as after the
+        # VM exited.
+        while True:
+            try:
+                fd = os.open(out / f"ctl.{pid}", os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError as e:
+                if e.errno != errno.ENXIO:
+                    raise
+                if vm.poll() is not None:
+                    sys.exit(f"the VMs exited before {dst} was written; more --iters? ({out})")
+                time.sleep(0.1)
+        try:
+            os.write(fd, (cmd + "\n").encode())
+        finally:
+            os.close(fd)
         while not (out / f"{src}.done").exists():
             if vm.poll() is not None:
                 sys.exit(f"the VMs exited before {dst} was written; more --iters? ({out})")
@@ -387,7 +402,7 @@ def main():
     p.add_argument("--driver", default="rsiw")
     p.add_argument("--test", default="ib_send_lat-2")
     p.add_argument("--iters", type=int,
-                   help="iterations of the test (default 10000, 60000 with --no-count)")
+                   help="iterations of the test (default 80000, 60000 with --no-count)")
     p.add_argument("--settle", type=float, default=8)
     p.add_argument("--window", type=float, default=10)
     p.add_argument("--karg")
