@@ -658,6 +658,10 @@ impl TxState {
         g: &mut SocketGuard<'_>,
     ) -> Result<Pass, Fatal> {
         for _ in 0..BURST {
+            // The queues were found empty while filling this batch: once it is out, the pass
+            // is done. Work posted since then rings its own doorbell, which finds the engine
+            // busy and queues the work item (`tx_inline`), or queues it itself (kernel QPs).
+            let mut drained = false;
             // A batch that TCP took only in part is sent out before a new one starts.
             if self.batch.len() == 0 {
                 if let Some(f) = self.deferred.take() {
@@ -669,7 +673,10 @@ impl TxState {
                 {
                     match self.fill(conn, qp, sock) {
                         Ok(true) => {}
-                        Ok(false) => break,
+                        Ok(false) => {
+                            drained = true;
+                            break;
+                        }
                         // What is already in the batch goes out (and completes) first.
                         Err(f) if self.batch.len() > 0 => {
                             self.deferred = Some(f);
@@ -686,6 +693,7 @@ impl TxState {
             let r = self.batch.push(g, more);
             self.finish(conn, qp);
             match r {
+                Ok(true) if drained => return Ok(Pass::Idle),
                 Ok(true) => {}
                 Ok(false) => return Ok(Pass::Blocked),
                 Err(_) => {
