@@ -54,6 +54,7 @@ use crate::{
             Body,
             Opcode,
             Placement as WirePlacement,
+            ReadRequest,
             QN_SEND, //
         },
         mpa::{
@@ -97,8 +98,10 @@ use kernel::{
     sync::ArcBorrow, //
 };
 
-/// Completions collected under the RX lock, posted after it.
-const OUTBOX: usize = 16;
+/// Completions collected under the RX lock, posted after it. A segment adds at most one to
+/// each queue, and processing stops when one is full (`tcp_read_sock()` calls again): small,
+/// as it is initialized on every call.
+const OUTBOX: usize = 4;
 
 /// The receive being filled.
 struct CurRqe {
@@ -137,6 +140,13 @@ pub(crate) struct RxState {
     send_rtr: bool,
     /// Set by [`Conn::stop`]: nothing is processed any more.
     pub(crate) stopped: bool,
+}
+
+/// The part of a segment's fixed RDMAP header its end needs.
+enum EndBody {
+    None,
+    ReadRequest(ReadRequest),
+    Terminate(TermCode),
 }
 
 /// What to do after the RX lock is released.
@@ -382,11 +392,19 @@ impl RxState {
 
     /// The current segment ended and its CRC matched.
     fn on_end(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>, out: &mut Outbox) -> Result<(), Fail> {
-        let Some(seg) = self.seg.take() else {
+        // Read where it is: a `Segment` is too large to move out on every message.
+        let Some(seg) = self.seg.as_ref() else {
             return Ok(());
         };
+        let (hdr, payload_len) = (seg.hdr, seg.payload_len);
+        let body = match (hdr.opcode, &seg.body) {
+            (Opcode::ReadRequest, Body::ReadRequest(r)) => EndBody::ReadRequest(*r),
+            (Opcode::Terminate, Body::Terminate(t)) => EndBody::Terminate(t.code),
+            _ => EndBody::None,
+        };
+        self.seg = None;
         self.target = Target::None;
-        if !self.first_done && seg.hdr.opcode != Opcode::Terminate {
+        if !self.first_done && hdr.opcode != Opcode::Terminate {
             self.first_done = true;
             if conn.responder {
                 // Peer-to-peer: the initiator's RTR (or its first message otherwise, which
@@ -396,8 +414,8 @@ impl RxState {
                 out.kick = true;
             }
         }
-        match seg.hdr.opcode {
-            Opcode::ReadResponse if seg.hdr.last => {
+        match hdr.opcode {
+            Opcode::ReadResponse if hdr.last => {
                 let mut sh = conn.shared.lock();
                 while sh.ord.pop_completed().is_some() {
                     let Some(w) = sh.orq.pop() else {
@@ -426,20 +444,20 @@ impl RxState {
                     out.kick = true;
                 }
             }
-            Opcode::Send | Opcode::SendInv | Opcode::SendSe | Opcode::SendSeInv if seg.hdr.last => {
-                let mo = match seg.hdr.placement {
+            Opcode::Send | Opcode::SendInv | Opcode::SendSe | Opcode::SendSeInv if hdr.last => {
+                let mo = match hdr.placement {
                     WirePlacement::Untagged { mo, .. } => mo,
                     WirePlacement::Tagged { .. } => 0,
                 };
-                let bytes = mo.saturating_add(seg.payload_len);
+                let bytes = mo.saturating_add(payload_len);
                 let Some(id) = self.rqe.as_ref().map(|r| r.id) else {
                     return Ok(());
                 };
                 // Dropped in place (its placements), not moved out.
                 self.rqe = None;
                 let mut inval = None;
-                if let WirePlacement::Untagged { inv_stag, .. } = seg.hdr.placement {
-                    if seg.hdr.opcode.has_invalidate() {
+                if let WirePlacement::Untagged { inv_stag, .. } = hdr.placement {
+                    if hdr.opcode.has_invalidate() {
                         if let Err(f) = qp.device().mem().invalidate(conn.pd, inv_stag, true) {
                             push_rq(
                                 out,
@@ -451,11 +469,11 @@ impl RxState {
                         inval = Some(inv_stag);
                     }
                 }
-                let se = seg.hdr.opcode.is_solicited();
+                let se = hdr.opcode.is_solicited();
                 push_rq(out, completion(id, status::SUCCESS, bytes, inval, se));
             }
             Opcode::ReadRequest => {
-                let Body::ReadRequest(r) = seg.body else {
+                let EndBody::ReadRequest(r) = body else {
                     return Err(self.term(
                         TermCode::operation(RdmapCode::CatastrophicStream),
                         TermEcho::Ddp,
@@ -497,8 +515,7 @@ impl RxState {
             }
             Opcode::Terminate => {
                 // The peer terminated: fail without answering (RFC 5040 6.1).
-                if let Body::Terminate(t) = seg.body {
-                    let c = t.code;
+                if let EndBody::Terminate(c) = body {
                     pr_info!(
                         "rsiw: QP {}: Terminate received: layer {} type {} code {:#x}\n",
                         conn.qpn,
