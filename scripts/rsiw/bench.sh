@@ -17,6 +17,8 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 rounds=${RSIW_BENCH_ROUNDS:-1}
+# One host CPU per VM (vm.py): steadier latencies (rsiw-testing.rst).
+export RSIW_VM_PIN=${RSIW_VM_PIN:-1}
 RSIW_BENCH_ONLY=${RSIW_BENCH_ONLY:-}
 "$RSIW_TOP/scripts/rsiw/kernel.sh" build bench
 out="$RSIW_CACHE/logs/bench-$(date +%Y%m%d-%H%M%S)"

@@ -465,6 +465,8 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
         vms[0].net, vms[0].link = "server", link
         vms[1].net, vms[1].link = "client", link
     results, procs, files = [], [], []
+    cpus = sorted(os.sched_getaffinity(0))
+    pin = os.environ.get("RSIW_VM_PIN") == "1" and 1 < len(vms) <= len(cpus)
     t0 = time.monotonic()
     try:
         for vm in vms:
@@ -474,6 +476,10 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
             logp.write_bytes(b"")
             argv = qemu_argv(vm, kernel, root, out, accel, mem, smp,
                              ["-chardev", f"file,id=con,path={logp}", "-serial", "chardev:con"])
+            if pin:
+                # One host CPU per VM: each VM's vCPU, I/O thread and timers stay together
+                # and do not compete with the other VM's (steadier timings).
+                argv = ["taskset", "-c", str(cpus[len(procs) % len(cpus)]), *argv]
             (out / f"qemu-{vm.role}.cmd").write_text(shlex.join(argv) + "\n")
             qlog = open(out / f"qemu-{vm.role}.log", "wb")
             procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog,
