@@ -31,6 +31,7 @@ use crate::{
     crc::KernelCrc32c,
     device::RsiwDevice,
     mem::{
+        MemTable,
         Placement,
         RegMr, //
     },
@@ -148,12 +149,11 @@ enum Done {
     ReadResponse,
 }
 
-/// A message being sent.
+/// A message being sent. Its payload's source is [`TxState::src`], filled in place.
 struct TxMsg {
     seg: Segmenter,
     /// The MULPDU `seg` cuts at.
     mulpdu: u16,
-    src: Src,
     done: Done,
 }
 
@@ -187,6 +187,9 @@ impl Fatal {
 pub(crate) struct TxState {
     msn: TxMsn,
     cur: Option<TxMsg>,
+    /// Where the payload of `cur` comes from (`Src::None` without `cur`). Apart from `cur`
+    /// and filled where it is: an SGL's placements are too large to move on every message.
+    src: Src,
     /// A send queue element taken off the ring that waits for an ORD credit or the fence.
     pending: Option<Sqe>,
     /// The batch of FPDUs being sent.
@@ -210,6 +213,7 @@ impl TxState {
         Ok(Self {
             msn: TxMsn::new(),
             cur: None,
+            src: Src::None,
             pending: None,
             batch: Batch::new(TX_BUF)?,
             done: [(0, Done::Nothing); MAX_DONE],
@@ -224,8 +228,9 @@ impl TxState {
     pub(crate) fn flush(&mut self, qp: &Qp<RsiwDevice>) {
         let n = self.ndone;
         self.ndone = 0;
+        let cur = self.end_message().map(|m| m.done);
         let batch = self.done.get(..n).unwrap_or(&[]).iter().map(|d| d.1);
-        for d in Iterator::chain(batch, self.cur.take().map(|m| m.done)) {
+        for d in Iterator::chain(batch, cur) {
             if let Done::Sq { id, opcode, .. } = d {
                 RsiwQp::complete_sq(qp, id, opcode, status::WR_FLUSH_ERR, 0);
             }
@@ -271,16 +276,16 @@ impl TxState {
         let Ok(seg) = Segmenter::new(msg, mulpdu) else {
             return;
         };
+        self.src = Src::None;
         self.cur = Some(TxMsg {
             seg,
             mulpdu,
-            src: Src::None,
             done: Done::Nothing,
         });
         if self.build(conn, sock).is_ok() {
             let _ = self.batch.push(&mut g, false);
         }
-        self.cur = None;
+        self.end_message();
         // The Terminate completes nothing.
         self.ndone = ndone;
     }
@@ -290,9 +295,16 @@ impl TxState {
     fn build(&mut self, conn: &Conn, sock: &TcpSocket) -> Result<(), Fatal> {
         let r = self.build_fpdu(conn, sock);
         if r.is_err() {
-            self.cur = None;
+            self.end_message();
         }
         r
+    }
+
+    /// Ends the current message: drops its payload source (and the references to memory its
+    /// placements hold) with it.
+    fn end_message(&mut self) -> Option<TxMsg> {
+        self.src = Src::None;
+        self.cur.take()
     }
 
     fn build_fpdu(&mut self, conn: &Conn, sock: &TcpSocket) -> Result<(), Fatal> {
@@ -306,11 +318,11 @@ impl TxState {
             }
         }
         let Some(plan) = m.seg.next_fpdu() else {
-            self.cur = None;
+            self.end_message();
             return Ok(());
         };
         let mark = self.batch.mark();
-        if fpdu(&mut self.batch, conn, &plan, &m.src).is_err() {
+        if fpdu(&mut self.batch, conn, &plan, &self.src).is_err() {
             // Nothing of the FPDU goes out.
             self.batch.rollback(mark);
             return Err(Fatal::local(sq_of(&m.done)));
@@ -318,7 +330,7 @@ impl TxState {
         let fpdu_end = self.batch.len();
         if plan.last {
             let d = m.done;
-            self.cur = None;
+            self.end_message();
             if !matches!(d, Done::Nothing) {
                 // The caller stops the batch before `done` is full.
                 let slot = self
@@ -332,13 +344,14 @@ impl TxState {
         Ok(())
     }
 
-    /// Takes the next message to send, if any.
+    /// Takes the next message to send, if any, into `cur` and `src`; returns whether there
+    /// was one.
     fn next_message(
         &mut self,
         conn: &Conn,
         qp: &Qp<RsiwDevice>,
         mulpdu: u16,
-    ) -> Result<Option<TxMsg>, Fatal> {
+    ) -> Result<bool, Fatal> {
         let seg = |msg: TxMessage| Segmenter::new(msg, mulpdu).map_err(|_| Fatal::local(None));
         if let Some(kind) = self.rtr.take() {
             // A zero-length Write is tagged: it consumes no MSN (taking one of QN 0 would make
@@ -359,12 +372,13 @@ impl TxState {
                     return Err(Fatal::local(None));
                 }
             }
-            return Ok(Some(TxMsg {
+            self.src = Src::None;
+            self.cur = Some(TxMsg {
                 seg: seg(rtr_message(kind, msn))?,
                 mulpdu,
-                src: Src::None,
                 done: Done::Nothing,
-            }));
+            });
+            return Ok(true);
         }
         let rr = if conn.irq_hint.load(Acquire) {
             let mut sh = conn.shared.lock();
@@ -377,13 +391,15 @@ impl TxState {
             None
         };
         if let Some(r) = rr {
-            return Ok(Some(read_response(r, mulpdu)?));
+            self.src = Src::Remote(r.src_stag, r.src_to);
+            self.cur = Some(read_response(r, mulpdu)?);
+            return Ok(true);
         }
         let sqe = loop {
             let sqe = match self.pending.take() {
                 Some(s) => s,
                 None => match qp.next_sqe() {
-                    None => return Ok(None),
+                    None => return Ok(false),
                     Some(Err(wr)) => {
                         return Err(Fatal {
                             wr: Some(wr),
@@ -436,7 +452,7 @@ impl TxState {
                 sh.tx_waits_read = true;
                 drop(sh);
                 self.pending = Some(sqe);
-                return Ok(None);
+                return Ok(false);
             }
         }
         let dev = qp.device();
@@ -482,7 +498,7 @@ impl TxState {
                         sh.tx_waits_read = true;
                         drop(sh);
                         self.pending = Some(sqe);
-                        return Ok(None);
+                        return Ok(false);
                     }
                 }
                 let _ = self.msn.take(QN_READ_REQ);
@@ -503,53 +519,46 @@ impl TxState {
                     }),
                     payload_len: 0,
                 };
-                return Ok(Some(TxMsg {
+                self.src = Src::None;
+                self.cur = Some(TxMsg {
                     seg: seg(msg).map_err(|_| fail(status::LOC_QP_OP_ERR))?,
                     mulpdu,
-                    src: Src::None,
                     done: Done::Nothing,
-                }));
+                });
+                return Ok(true);
             }
             _ => {}
         }
-        // Send, Send with Invalidate, Write: the payload.
-        let (src, len) = if sqe.flags & flags::INLINE != 0 {
+        // Send, Send with Invalidate, Write: the payload, into `src` where it is.
+        let len = if sqe.flags & flags::INLINE != 0 {
             let len = sqe.sge[0].length as usize;
-            let mut data = [0u8; MAX_INLINE];
             let s = sqe.sge[1..]
                 .as_bytes()
                 .get(..len)
                 .ok_or(fail(status::LOC_LEN_ERR))?;
+            self.src = Src::Inline([0; MAX_INLINE], len);
+            let Src::Inline(data, _) = &mut self.src else {
+                return Err(fail(status::LOC_LEN_ERR));
+            };
             if !fill(data.get_mut(..len), s) {
+                self.src = Src::None;
                 return Err(fail(status::LOC_LEN_ERR));
             }
-            (Src::Inline(data, len), len as u32)
+            len as u32
         } else {
             let n = usize::from(sqe.num_sge).min(NUM_SGE);
-            let mut pl: [Option<Placement>; NUM_SGE] = Default::default();
-            let mut lens = [0u64; NUM_SGE];
-            let mut total = 0u32;
-            for (i, s) in sqe.sge.iter().take(n).enumerate() {
-                lens[i] = u64::from(s.length);
-                total = total
-                    .checked_add(s.length)
-                    .ok_or(fail(status::LOC_LEN_ERR))?;
-                if s.length == 0 {
-                    continue;
+            self.src = Src::Sgl(Default::default(), [0; NUM_SGE], n);
+            let r = match &mut self.src {
+                Src::Sgl(pl, lens, _) => sgl(conn, dev.mem(), &sqe, n, pl, lens),
+                _ => Err(status::LOC_LEN_ERR),
+            };
+            match r {
+                Ok(total) => total,
+                Err(st) => {
+                    self.src = Src::None;
+                    return Err(fail(st));
                 }
-                let p = dev
-                    .mem()
-                    .check(
-                        conn.pd,
-                        s.lkey,
-                        Rights::LOCAL_READ,
-                        s.laddr,
-                        u64::from(s.length),
-                    )
-                    .map_err(|_| fail(status::LOC_PROT_ERR))?;
-                pl[i] = Some(p);
             }
-            (Src::Sgl(pl, lens, n), total)
         };
         let solicited = sqe.flags & flags::SOLICITED != 0;
         let (opcode, placement) = match sqe.opcode {
@@ -587,17 +596,24 @@ impl TxState {
             body: Body::None,
             payload_len: len,
         };
-        Ok(Some(TxMsg {
-            seg: seg(msg).map_err(|_| fail(status::LOC_LEN_ERR))?,
+        let seg = match seg(msg) {
+            Ok(s) => s,
+            Err(_) => {
+                self.src = Src::None;
+                return Err(fail(status::LOC_LEN_ERR));
+            }
+        };
+        self.cur = Some(TxMsg {
+            seg,
             mulpdu,
-            src,
             done: Done::Sq {
                 id: sqe.id,
                 opcode: sqe.opcode,
                 signalled,
                 bytes: len,
             },
-        }))
+        });
+        Ok(true)
     }
 
     /// Completes the messages of the batch whose last byte TCP took; starts a new batch once
@@ -640,9 +656,8 @@ impl TxState {
     fn fill(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>, sock: &TcpSocket) -> Result<bool, Fatal> {
         if self.cur.is_none() {
             let mulpdu = tx_mulpdu(sock).ok_or(Fatal::local(None))?;
-            match self.next_message(conn, qp, mulpdu)? {
-                Some(m) => self.cur = Some(m),
-                None => return Ok(false),
+            if !self.next_message(conn, qp, mulpdu)? {
+                return Ok(false);
             }
         }
         self.build(conn, sock)?;
@@ -826,9 +841,43 @@ fn read_response(r: InRead, mulpdu: u16) -> Result<TxMsg, Fatal> {
     Ok(TxMsg {
         seg,
         mulpdu,
-        src: Src::Remote(r.src_stag, r.src_to),
         done: Done::ReadResponse,
     })
+}
+
+/// Checks the SGEs of a send queue element into `pl` and `lens`; returns their total length,
+/// or the completion status.
+fn sgl(
+    conn: &Conn,
+    mem: &MemTable,
+    sqe: &Sqe,
+    n: usize,
+    pl: &mut [Option<Placement>; NUM_SGE],
+    lens: &mut [u64; NUM_SGE],
+) -> Result<u32, u16> {
+    let mut total = 0u32;
+    for ((s, len), p) in sqe
+        .sge
+        .iter()
+        .take(n)
+        .zip(lens.iter_mut())
+        .zip(pl.iter_mut())
+    {
+        *len = u64::from(s.length);
+        total = total.checked_add(s.length).ok_or(status::LOC_LEN_ERR)?;
+        if s.length == 0 {
+            continue;
+        }
+        let c = mem.check(
+            conn.pd,
+            s.lkey,
+            Rights::LOCAL_READ,
+            s.laddr,
+            u64::from(s.length),
+        );
+        *p = Some(c.map_err(|_| status::LOC_PROT_ERR)?);
+    }
+    Ok(total)
 }
 
 impl Conn {
