@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""make bench, host side: boot one VM pair per configuration (siw, rsiw,
+rsiw with 64 KiB FPDUs) at the same time and hand out the tests in turns.
+
+The speed of a TCG guest drifts by 20-30 % over minutes, with the host's load
+and whatever else runs on the machine (Documentation/infiniband/
+rsiw-testing.rst). Pairs measured one after the other, minutes apart, cannot
+resolve a gap of that size. Here every test runs in each pair back to back
+(a few seconds apart), round after round, with the order of the pairs
+reversed every other round; the ratio rsiw/siw is taken per round, between
+neighbours, and the table shows the median of those ratios beside the
+medians of the figures. An idle pair only polls a file twice a second.
+
+Each pair's VMs are pinned like the other pairs' (VM a on the first host CPU,
+VM b on the second: RSIW_VM_PIN, scripts/rsiw/vm.py), so the pair being
+measured has one host CPU per VM.
+
+Usage: bench.py OUT ROUNDS [ONLY]; OUT holds the tools directory (the
+connect-delay shim) and receives one directory per pair and results.txt.
+"""
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parent
+# name, driver, extra kernel arguments. "rsiw-64k" is rsiw with FPDUs of up
+# to 64 KiB (fpdu_segments=45) instead of one per TCP segment.
+CONFIGS = [("siw", "siw", ""), ("rsiw", "rsiw", ""),
+           ("rsiw-64k", "rsiw", "rsiw.fpdu_segments=45")]
+NAMES = [c[0] for c in CONFIGS]
+TURN_TIMEOUT = 600
+
+
+def tests(only: str) -> list[tuple[str, str]]:
+    """The bench's tests in their order, as (TOOL, SIZE); RSIW_BENCH_ONLY is
+    a grep -E pattern over TOOL-SIZE, "tcp" and "connect"."""
+    t = [("tcp", "")]
+    t += [(tool, str(s)) for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw")
+          for s in (64, 4096, 65536, 1048576)]
+    t += [(tool, str(s)) for tool in ("ib_write_lat", "ib_read_lat", "ib_send_lat")
+          for s in (2, 4096)]
+    t += [("connect", "")]
+    if only:
+        # grep -E and Python's re agree on the patterns this takes.
+        t = [x for x in t if re.search(only, f"{x[0]}-{x[1]}" if x[1] else x[0])]
+    return t
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] bench: {msg}", file=sys.stderr, flush=True)
+
+
+class Pair:
+    def __init__(self, out: Path, name: str, drv: str, kargs: str):
+        self.name, self.dir, self.turn = name, out / name, 0
+        self.dir.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-r", str(out / "tools"), str(self.dir)], check=True)
+        (self.dir / ".turn").mkdir(exist_ok=True)
+        argv = [str(SCRIPTS / "vm.py"), "run", "--variant", "bench", "--vms", "2",
+                "--driver", drv, "--driver-b", drv, "--quiet", "--timeout", "86400",
+                "--out", str(self.dir), "--cmd",
+                f"RSIW_BENCH_TURNS=1 RSIW_BENCH_STATS={os.environ.get('RSIW_BENCH_STATS', '')} "
+                "/rsiw/guest/bench"]
+        if kargs:
+            argv += ["--karg", kargs]
+        self.log = open(self.dir / "vm.log", "wb")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+
+    def give(self, what: str) -> int:
+        """Hand the pair its next turn; returns the turn's number."""
+        self.turn += 1
+        t = self.dir / ".turn" / str(self.turn)
+        tmp = t.with_suffix(".tmp")
+        tmp.write_text(what + "\n")
+        tmp.rename(t)
+        return self.turn
+
+    def wait(self, n: int, timeout: float) -> list[str]:
+        """The result rows of turn n, once the pair has finished it."""
+        done = self.dir / ".turn" / f"{n}.done"
+        end = time.monotonic() + timeout
+        while not done.exists():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the {self.name} pair stopped (status {self.proc.returncode}); "
+                                   f"logs in {self.dir}")
+            if time.monotonic() > end:
+                raise RuntimeError(f"the {self.name} pair did not finish turn {n} in {timeout:.0f} s; "
+                                   f"logs in {self.dir}")
+            time.sleep(0.2)
+        return done.read_text().splitlines()
+
+    def stop(self, timeout: float = 120) -> int:
+        if self.proc.poll() is None:
+            self.give("exit")
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.terminate()
+            return self.proc.wait()
+
+
+def main() -> int:
+    out, rounds = Path(sys.argv[1]), int(sys.argv[2])
+    only = sys.argv[3] if len(sys.argv) > 3 else ""
+    todo = tests(only)
+    if not todo:
+        log(f"RSIW_BENCH_ONLY={only!r} selects no test")
+        return 1
+    pairs = [Pair(out, *c) for c in CONFIGS]
+    # res[(test, size, unit)][name] = [value per round]
+    res: dict = {}
+    notes = []
+    failed = None
+    try:
+        for test, size in todo:
+            for r in range(1, rounds + 1):
+                order = pairs if r % 2 else pairs[::-1]
+                for p in order:
+                    # The first turn includes the boot of all pairs.
+                    n = p.give(f"{test} {size}".strip())
+                    rows = p.wait(n, TURN_TIMEOUT * (3 if n == 1 else 1))
+                    log(f"round {r} {p.name}: " + "; ".join(rows))
+                    for line in rows:
+                        if line.startswith("#"):
+                            notes.append(f"{p.name} round {r}: {line[1:].strip()}")
+                            continue
+                        f = line.split()
+                        if len(f) == 4:
+                            v = res.setdefault((f[0], f[1], f[3]), {}).setdefault(p.name, {})
+                            v[r] = float(f[2])
+    except RuntimeError as e:
+        failed = str(e)
+    finally:
+        for p in pairs:
+            rc = p.stop()
+            if rc != 0 and not failed:
+                failed = f"the {p.name} pair failed (status {rc}); logs in {p.dir}"
+    if failed:
+        log(failed)
+        return 1
+    report(out, rounds, res, notes)
+    return 0
+
+
+def report(out: Path, rounds: int, res: dict, notes: list) -> None:
+    med = lambda v: statistics.median(v) if v else None
+    fmt = lambda x: f"{x:10.2f}" if x is not None else f"{'-':>10}"
+    rat = lambda x: f"{x:8.2f}" if x is not None else f"{'n/a':>8}"
+
+    def better(unit, ref, x):
+        # x relative to ref, > 1 when x is better: higher rates, lower latencies.
+        if not (ref and x):
+            return None
+        return ref / x if unit == "us" else x / ref
+
+    tcp = res.get(("tcp", "131072", "MB/s"), {})
+    lines = [f"{'test':<12} {'size':>7} {'siw':>10} {'rsiw':>10} {'rsiw-64k':>10} {'unit':<6} "
+             f"{'rsiw/siw':>8} {'64k/siw':>8} {'siw/tcp':>8} {'rsiw/tcp':>8} {'64k/tcp':>8}"]
+    for (test, size, unit), v in res.items():
+        m = {d: med(list(v.get(d, {}).values())) for d in NAMES}
+
+        def vs_siw(d):
+            # The median of the per-round ratios: each round's figures were
+            # measured seconds apart.
+            rs = [better(unit, v["siw"][r], v[d][r]) for r in v.get(d, {})
+                  if r in v.get("siw", {})]
+            return med([x for x in rs if x is not None])
+
+        def vs_tcp(d):
+            if unit != "MB/s" or test == "tcp":
+                return None
+            rs = [v[d][r] / tcp[d][r] for r in v.get(d, {}) if tcp.get(d, {}).get(r)]
+            return med(rs)
+        lines.append(f"{test:<12} {size:>7} {fmt(m['siw'])} {fmt(m['rsiw'])} {fmt(m['rsiw-64k'])} "
+                     f"{unit:<6} {rat(vs_siw('rsiw'))} {rat(vs_siw('rsiw-64k'))} "
+                     f"{rat(vs_tcp('siw'))} {rat(vs_tcp('rsiw'))} {rat(vs_tcp('rsiw-64k'))}")
+    lines += [f"(figures: medians of {rounds} round(s); ratios: medians of the per-round ratios,",
+              " the pairs taking turns test by test; x/siw > 1: x is better, for latencies",
+              " it is siw/x; x/tcp: RDMA bandwidth over iperf3's on the same pair's link;",
+              " rsiw-64k: rsiw with fpdu_segments=45, FPDUs of up to 64 KiB)"]
+    lines += notes
+    # Every round's figures, for the spread.
+    lines.append("per round:")
+    for (test, size, unit), v in res.items():
+        for d in NAMES:
+            vals = " ".join(f"{v.get(d, {}).get(r, float('nan')):.2f}" for r in range(1, rounds + 1))
+            lines.append(f"  {test:<12} {size:>7} {d:<9} {vals} {unit}")
+    lines.append(f"logs: {out}")
+    text = "\n".join(lines) + "\n"
+    (out / "results.txt").write_text(text)
+    sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
