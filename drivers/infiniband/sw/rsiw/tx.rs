@@ -395,10 +395,11 @@ impl TxState {
             self.cur = Some(read_response(r, mulpdu)?);
             return Ok(true);
         }
-        let sqe = loop {
-            let sqe = match self.pending.take() {
-                Some(s) => s,
-                None => match qp.next_sqe() {
+        // The SQE stays in `pending` and is used where it is (it is too large to move on
+        // every message): taken once it becomes a message or fails, kept while it waits.
+        loop {
+            if self.pending.is_none() {
+                match qp.next_sqe() {
                     None => return Ok(false),
                     Some(Err(wr)) => {
                         return Err(Fatal {
@@ -406,42 +407,59 @@ impl TxState {
                             term: None,
                         })
                     }
-                    Some(Ok(s)) => s,
-                },
+                    Some(Ok(s)) => self.pending = Some(s),
+                }
+            }
+            let Some(sqe) = &self.pending else {
+                return Ok(false);
             };
             match sqe.opcode {
                 op::INVAL_STAG => {
                     // A local operation, completed in send queue order.
-                    if qp
-                        .device()
-                        .mem()
-                        .invalidate(conn.pd, sqe.rkey, false)
-                        .is_err()
-                    {
+                    let (id, opcode, rkey, fl) = (sqe.id, sqe.opcode, sqe.rkey, sqe.flags);
+                    self.pending = None;
+                    if qp.device().mem().invalidate(conn.pd, rkey, false).is_err() {
                         return Err(Fatal {
-                            wr: Some((sqe.id, sqe.opcode, status::LOC_PROT_ERR)),
+                            wr: Some((id, opcode, status::LOC_PROT_ERR)),
                             term: None,
                         });
                     }
-                    if sqe.flags & flags::SIGNALLED != 0 {
-                        RsiwQp::complete_sq(qp, sqe.id, sqe.opcode, status::SUCCESS, 0);
+                    if fl & flags::SIGNALLED != 0 {
+                        RsiwQp::complete_sq(qp, id, opcode, status::SUCCESS, 0);
                     }
                 }
                 op::REG_MR => {
                     // Fast registration, a local operation completed in send queue order.
-                    let r = RegMr::from_sqe(&sqe);
+                    let r = RegMr::from_sqe(sqe);
+                    let (id, opcode, fl) = (sqe.id, sqe.opcode, sqe.flags);
+                    self.pending = None;
                     if qp.device().mem().reg_mr(conn.pd, &r).is_err() {
                         return Err(Fatal {
-                            wr: Some((sqe.id, sqe.opcode, status::LOC_QP_OP_ERR)),
+                            wr: Some((id, opcode, status::LOC_QP_OP_ERR)),
                             term: None,
                         });
                     }
-                    if sqe.flags & flags::SIGNALLED != 0 {
-                        RsiwQp::complete_sq(qp, sqe.id, sqe.opcode, status::SUCCESS, 0);
+                    if fl & flags::SIGNALLED != 0 {
+                        RsiwQp::complete_sq(qp, id, opcode, status::SUCCESS, 0);
                     }
                 }
-                _ => break sqe,
+                _ => break,
             }
+        }
+        let r = self.start_sqe(conn, qp, mulpdu);
+        if !matches!(r, Ok(false)) {
+            // A message now, or failed: the SQE is done with.
+            self.pending = None;
+        }
+        r
+    }
+
+    /// Starts the message of the SQE in `pending` (not a local operation): returns `Ok(false)`
+    /// if it has to wait (for an ORD credit or the Read fence), `Ok(true)` once it is `cur`.
+    fn start_sqe(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>, mulpdu: u16) -> Result<bool, Fatal> {
+        let seg = |msg: TxMessage| Segmenter::new(msg, mulpdu).map_err(|_| Fatal::local(None));
+        let Some(sqe) = &self.pending else {
+            return Ok(false);
         };
         let signalled = sqe.flags & flags::SIGNALLED != 0;
         let fail = |st: u16| Fatal::local(Some((sqe.id, sqe.opcode, st)));
@@ -450,8 +468,6 @@ impl TxState {
             if !sh.ord.is_empty() {
                 // Under the lock RX completes Reads with: it sees the flag.
                 sh.tx_waits_read = true;
-                drop(sh);
-                self.pending = Some(sqe);
                 return Ok(false);
             }
         }
@@ -496,8 +512,6 @@ impl TxState {
                     let mut sh = conn.shared.lock();
                     if !issue_read(&mut sh, req, wr) {
                         sh.tx_waits_read = true;
-                        drop(sh);
-                        self.pending = Some(sqe);
                         return Ok(false);
                     }
                 }
@@ -549,7 +563,7 @@ impl TxState {
             let n = usize::from(sqe.num_sge).min(NUM_SGE);
             self.src = Src::Sgl(Default::default(), [0; NUM_SGE], n);
             let r = match &mut self.src {
-                Src::Sgl(pl, lens, _) => sgl(conn, dev.mem(), &sqe, n, pl, lens),
+                Src::Sgl(pl, lens, _) => sgl(conn, dev.mem(), sqe, n, pl, lens),
                 _ => Err(status::LOC_LEN_ERR),
             };
             match r {
