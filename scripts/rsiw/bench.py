@@ -21,7 +21,7 @@ connect-delay shim) and receives one directory per pair and results.txt.
 """
 import os
 import re
-import shlex
+import socket
 import statistics
 import subprocess
 import sys
@@ -70,8 +70,40 @@ class Pair:
         if kargs:
             argv += ["--karg", kargs]
         self.log = open(self.dir / "vm.log", "wb")
+        self.paused = False
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
+                                     stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, RSIW_VM_MONITOR="1"))
+
+    def monitor(self, cmd: str) -> None:
+        """Runs a QEMU monitor command in both VMs of the pair."""
+        for role in "ab":
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(10)
+                s.connect(str(self.dir / f"monitor-{role}.sock"))
+                buf = b""
+                # The banner ends with the first prompt; the command's output with the next.
+                for send in (None, cmd):
+                    if send:
+                        s.sendall(send.encode() + b"\n")
+                    while not buf.endswith(b"(qemu) "):
+                        data = s.recv(4096)
+                        if not data:
+                            raise RuntimeError(f"the {self.name} pair's monitor closed")
+                        buf += data
+                    buf = b""
+
+    def pause(self) -> None:
+        """Stops both VMs (their clocks too): an idle TCG guest still takes 7-9 % of a
+        host CPU (periodic ticks), which the pair being measured would lose."""
+        if not self.paused and self.proc.poll() is None:
+            self.monitor("stop")
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.paused and self.proc.poll() is None:
+            self.monitor("cont")
+            self.paused = False
 
     def give(self, what: str) -> int:
         """Hand the pair its next turn; returns the turn's number."""
@@ -98,6 +130,10 @@ class Pair:
 
     def stop(self, timeout: float = 120) -> int:
         if self.proc.poll() is None:
+            try:
+                self.resume()
+            except (OSError, RuntimeError):
+                pass
             self.give("exit")
         try:
             return self.proc.wait(timeout)
@@ -119,13 +155,19 @@ def main() -> int:
     notes = []
     failed = None
     try:
+        # A first turn that runs nothing: every pair has booted and set up its link, and
+        # is paused until its turns.
+        for p in pairs:
+            p.wait(p.give("noop"), TURN_TIMEOUT * 3)
+            p.pause()
         for test, size in todo:
             for r in range(1, rounds + 1):
                 order = pairs if r % 2 else pairs[::-1]
                 for p in order:
-                    # The first turn includes the boot of all pairs.
+                    p.resume()
                     n = p.give(f"{test} {size}".strip())
-                    rows = p.wait(n, TURN_TIMEOUT * (3 if n == 1 else 1))
+                    rows = p.wait(n, TURN_TIMEOUT)
+                    p.pause()
                     log(f"round {r} {p.name}: " + "; ".join(rows))
                     for line in rows:
                         if line.startswith("#"):
@@ -135,7 +177,7 @@ def main() -> int:
                         if len(f) == 4:
                             v = res.setdefault((f[0], f[1], f[3]), {}).setdefault(p.name, {})
                             v[r] = float(f[2])
-    except RuntimeError as e:
+    except (RuntimeError, OSError) as e:
         failed = str(e)
     finally:
         for p in pairs:

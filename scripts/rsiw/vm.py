@@ -417,6 +417,11 @@ def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
               "client": f"stream,id=n0,server=off,{vm.link},reconnect-ms=200",
               }[vm.net]
         argv += ["-netdev", nd, "-device", f"virtio-net-pci,netdev=n0,mac={vm.mac}"]
+    if os.environ.get("RSIW_VM_MONITOR") == "1":
+        # A human monitor on a Unix socket (out/monitor-<role>.sock), for a caller that
+        # pauses and resumes the VM ("stop"/"cont": its clocks stop with it), such as
+        # scripts/rsiw/bench.py.
+        argv += ["-monitor", f"unix:{out}/monitor-{vm.role}.sock,server=on,wait=off"]
     # Extra QEMU options for debugging, e.g. RSIW_QEMU_ARGS=-perfmap to profile
     # a TCG guest with the host's perf.
     return argv + shlex.split(os.environ.get("RSIW_QEMU_ARGS", ""))
