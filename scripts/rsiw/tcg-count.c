@@ -9,7 +9,9 @@
  * User space is counted as a whole. Writing a line to the control FIFO
  * (DIR/ctl.<qemu pid>) dumps all counters to DIR/dump.<qemu pid>.<n>:
  * "vaddr n_insns executions last" per block (last: the first bytes of its
- * last instruction, in hex), then "user tbs insns". Two dumps
+ * last instruction, in hex; then its simulated TLB misses, 0 without tlb=1),
+ * then "user tbs insns" and, with tlb=1, "tlb MODE SIZE accesses
+ * victim-hits misses" lines. Two dumps
  * bracket a window; scripts/rsiw/tcg-count.py subtracts and resolves them.
  *
  *   gcc -O2 -shared -fPIC -o tcg-count.so scripts/rsiw/tcg-count.c -lpthread
@@ -61,6 +63,12 @@ extern void qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(struct qemu_plugin
 extern void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb *tb, vcpu_udata_cb_t cb,
 						 int flags, void *userdata);
 
+typedef uint32_t qemu_plugin_meminfo_t;
+typedef void (*mem_cb_t)(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr,
+			 void *udata);
+extern void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn *insn, mem_cb_t cb,
+					     int flags, int rw, void *userdata);
+
 #define MAX_TBS (1u << 21)
 #define MAX_TRACE_PCS 16
 #define TRACE_LEN (1u << 20)
@@ -90,6 +98,55 @@ static int counting = 1;
  */
 static uint64_t trace_pc[MAX_TRACE_PCS];
 static int n_trace_pc;
+/*
+ * tlb=1: simulate QEMU's softmmu TLB (direct-mapped, 8-entry victim TLB)
+ * for data accesses, kernel and user mode apart, at three sizes; count
+ * accesses and misses, and misses per kernel block (256 entries).
+ */
+static int tlb_on;
+#define NSZ 3
+static const unsigned tlb_bits[NSZ] = { 6, 8, 10 };
+struct simtlb {
+	uint64_t e[1024];
+	uint64_t v[8];
+	unsigned vi;
+	uint64_t acc, miss, vhit;
+};
+static struct simtlb stlb[2][NSZ];
+static uint64_t *tbmiss;
+
+static int tlb_access(struct simtlb *t, unsigned bits, uint64_t page)
+{
+	unsigned idx = page & ((1u << bits) - 1);
+	uint64_t tag = page + 1;
+
+	t->acc++;
+	if (t->e[idx] == tag)
+		return 0;
+	for (int k = 0; k < 8; k++)
+		if (t->v[k] == tag) {
+			t->v[k] = t->e[idx];
+			t->e[idx] = tag;
+			t->vhit++;
+			return 0;
+		}
+	t->v[t->vi++ % 8] = t->e[idx];
+	t->e[idx] = tag;
+	t->miss++;
+	return 1;
+}
+
+static void mem_cb(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
+{
+	uint32_t i = (uintptr_t)udata;
+	int k = i ? 1 : 0;
+	uint64_t page = vaddr >> 12;
+
+	for (int s = 0; s < NSZ; s++)
+		if (tlb_access(&stlb[k][s], tlb_bits[s], page) && s == 1 && i)
+			tbmiss[i]++;
+}
+
 static struct tev {
 	uint64_t ns;
 	uint64_t idx;
@@ -123,6 +180,10 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 	if (!counting)
 		return;
 	if (va < KERNEL_BASE) {
+		if (tlb_on)
+			for (size_t q = 0; q < n; q++)
+				qemu_plugin_register_vcpu_mem_cb(qemu_plugin_tb_get_insn(tb, q),
+								 mem_cb, 0, 3, (void *)0);
 		qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
 			tb, QEMU_PLUGIN_INLINE_ADD_U64, entry(0), 1);
 		qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
@@ -143,6 +204,10 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 	if (i)
 		qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
 			tb, QEMU_PLUGIN_INLINE_ADD_U64, entry(i), 1);
+	if (i && tlb_on)
+		for (size_t q = 0; q < n; q++)
+			qemu_plugin_register_vcpu_mem_cb(qemu_plugin_tb_get_insn(tb, q), mem_cb, 0, 3,
+							 (void *)(uintptr_t)i);
 }
 
 static void dump(int seq)
@@ -165,10 +230,11 @@ static void dump(int seq)
 		for (v = 0; v < max_vcpus; v++)
 			c += ((uint64_t *)qemu_plugin_scoreboard_find(score, v))[i];
 		if (c)
-			fprintf(f, "%llx %u %llu %02x%02x%02x%02x\n",
+			fprintf(f, "%llx %u %llu %02x%02x%02x%02x %llu\n",
 				(unsigned long long)recs[i].vaddr, recs[i].n_insns,
 				(unsigned long long)c, recs[i].last[0], recs[i].last[1],
-				recs[i].last[2], recs[i].last[3]);
+				recs[i].last[2], recs[i].last[3],
+				(unsigned long long)(tbmiss ? tbmiss[i] : 0));
 	}
 	{
 		uint64_t t = 0, in = 0;
@@ -181,6 +247,12 @@ static void dump(int seq)
 		}
 		fprintf(f, "user %llu %llu\n", (unsigned long long)t, (unsigned long long)in);
 		fprintf(f, "records %u\n", n);
+		for (int k = 0; k < 2 && tlb_on; k++)
+			for (int z = 0; z < NSZ; z++)
+				fprintf(f, "tlb %s %u %llu %llu %llu\n", k ? "kernel" : "user",
+					1u << tlb_bits[z], (unsigned long long)stlb[k][z].acc,
+					(unsigned long long)stlb[k][z].vhit,
+					(unsigned long long)stlb[k][z].miss);
 	}
 	fclose(f);
 	/* The reader polls for the .done file. */
@@ -247,6 +319,8 @@ qemu_plugin_install(qemu_plugin_id_t id, const void *info, int argc, char **argv
 			snprintf(dir, sizeof(dir), "%s", argv[i] + 4);
 		else if (!strncmp(argv[i], "vcpus=", 6))
 			max_vcpus = atoi(argv[i] + 6);
+		else if (!strncmp(argv[i], "tlb=", 4))
+			tlb_on = atoi(argv[i] + 4);
 		else if (!strncmp(argv[i], "count=", 6))
 			counting = atoi(argv[i] + 6);
 		else if (!strncmp(argv[i], "trace=", 6)) {
@@ -264,7 +338,9 @@ qemu_plugin_install(qemu_plugin_id_t id, const void *info, int argc, char **argv
 	recs = calloc(MAX_TBS, sizeof(*recs));
 	trace = calloc(TRACE_LEN, sizeof(*trace));
 	score = qemu_plugin_scoreboard_new(MAX_TBS * sizeof(uint64_t));
-	if (!recs || !score || !trace)
+	if (tlb_on)
+		tbmiss = calloc(MAX_TBS, sizeof(*tbmiss));
+	if (!recs || !score || !trace || (tlb_on && !tbmiss))
 		return -1;
 	qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
 	if (pthread_create(&t, NULL, ctl_thread, NULL))

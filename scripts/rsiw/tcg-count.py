@@ -129,7 +129,7 @@ def load(p: Path) -> tuple[dict[int, tuple[int, int]], tuple[int, int]]:
     tbs, user = {}, (0, 0)
     for line in p.read_text().splitlines():
         f = line.split()
-        if f[0] == "records":
+        if f[0] in ("records", "tlb"):
             continue
         if f[0] == "user":
             user = (int(f[1]), int(f[2]))
@@ -173,6 +173,18 @@ def window(d: Path, role: str):
     rt = sum(c - a.get(va, (n, 0))[1] for va, (n, c) in b.items() if va in entry)
     user = (ub[0] - ua[0], ub[1] - ua[1])
     return fn, rt, user, ends
+
+
+def tlb_window(d: Path, role: str) -> dict:
+    """The simulated TLB's (accesses, victim hits, misses) by (mode, entries) between
+    dump 0 and 1 (runs with --tlb)."""
+    pre = f"dump-{role}" if (d / f"dump-{role}.0").exists() else "dump"
+    t = []
+    for k in (0, 1):
+        t.append({(f[1], int(f[2])): [int(x) for x in f[3:6]]
+                  for f in (line.split() for line in (d / f"{pre}.{k}").read_text().splitlines())
+                  if f and f[0] == "tlb"})
+    return {k: [y - x for x, y in zip(t[0].get(k, [0, 0, 0]), v)] for k, v in t[1].items()}
 
 
 # Timer interrupt work: its cost per message grows with the time a message takes.
@@ -232,6 +244,9 @@ def show(args):
     for g in sorted(set(groups) | set(bg)):
         line(f"  {g}", groups.get(g, [0, 0]), bg.get(g, [0, 0]))
     line("user space", [user[1], user[0]], [base[2][1], base[2][0]] if base else None)
+    for (mode, size), (acc, vh, miss) in sorted(tlb_window(d, args.role).items()):
+        print(f"simulated TLB, {mode} mode, {size:4} entries: {acc / rt:9.0f} data accesses, "
+              f"{vh / rt:6.1f} victim hits, {miss / rt:6.1f} misses")
     print()
     print()
     print("blocks per segment by how they end (TCG: 'jump' and 'call' chain; 'ret' and")
@@ -279,7 +294,8 @@ def run(args):
     pcs = ":".join(smap[n] for n in TRACE)
     env["RSIW_QEMU_ARGS"] = (env.get("RSIW_QEMU_ARGS", "") +
                              f" -plugin {so},dir={out},trace={pcs}"
-                             f",count={0 if args.no_count else 1}").strip()
+                             f",count={0 if args.no_count else 1}"
+                             f",tlb={1 if args.tlb else 0}").strip()
     env["RSIW_VM_TSC"] = "1"
     if args.iters is None:
         args.iters = 60000 if args.no_count else 80000
@@ -411,6 +427,8 @@ def main():
     p.add_argument("--base")
     p.add_argument("--width", type=int, default=60)
     p.add_argument("--role", default="b", help="the VM to show, a or b")
+    p.add_argument("--tlb", action="store_true",
+                   help="also simulate QEMU's softmmu TLB for data accesses (slow)")
     p.add_argument("--no-count", action="store_true",
                    help="timestamps only: the timeline with less overhead")
     p = sub.add_parser("show")
