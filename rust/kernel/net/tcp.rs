@@ -166,6 +166,7 @@ pub struct CallbackSock<'a> {
 
 impl CallbackSock<'_> {
     /// Returns the TCP state. Any context.
+    #[inline]
     pub fn state(&self) -> TcpState {
         sk_state(self.sk)
     }
@@ -199,6 +200,7 @@ impl CallbackSock<'_> {
 
     /// Returns the bytes received in order and not read yet (`tcp_inq()`). Any context; the
     /// value can change unless the socket is locked.
+    #[inline]
     pub fn inq(&self) -> usize {
         // SAFETY: By the type invariant `sk` is a valid socket; `tcp_inq()` reads the state
         // and two sequence numbers.
@@ -287,6 +289,7 @@ impl SkbData<'_> {
     /// Copies `dst.len()` bytes starting at `offset` into `dst` (`skb_copy_bits()`).
     ///
     /// Returns `EINVAL` if the range is out of bounds. Any context.
+    #[inline]
     pub fn copy_to(&self, offset: usize, dst: &mut [u8]) -> Result {
         // SAFETY: `dst` is valid for writes of `dst.len()` bytes and is not aliased.
         unsafe { self.copy_to_raw(offset, dst.as_mut_ptr(), dst.len()) }
@@ -781,6 +784,7 @@ impl TcpSocket {
         Ok(Self { sock })
     }
 
+    #[inline]
     fn sk(&self) -> NonNull<bindings::sock> {
         // SAFETY: `sock` is valid and `sk` is set and constant (type invariants).
         unsafe { NonNull::new_unchecked(bindings::socket_sk(self.sock.as_ptr())) }
@@ -1012,6 +1016,7 @@ impl TcpSocket {
     }
 
     /// Returns the TCP state. Any context.
+    #[inline]
     pub fn state(&self) -> TcpState {
         sk_state(self.sk())
     }
@@ -1098,6 +1103,7 @@ impl TcpSocket {
     }
 
     /// Locks the socket (`lock_sock()`) for operations that need the lock. May sleep.
+    #[inline]
     pub fn lock(&self) -> SocketGuard<'_> {
         // SAFETY: `sk` is valid.
         unsafe { bindings::lock_sock(self.sk().as_ptr()) };
@@ -1536,6 +1542,7 @@ impl SocketGuard<'_> {
 }
 
 impl Drop for SocketGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: The lock is held (type invariant).
         unsafe { bindings::release_sock(self.sk.as_ptr()) };

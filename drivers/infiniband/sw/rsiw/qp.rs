@@ -838,7 +838,7 @@ impl RsiwQp {
             }
             QpState::Rts => {
                 if let Some(c) = this.conn() {
-                    c.tx_inline();
+                    c.tx_inline(qp);
                 }
                 Ok(())
             }

@@ -897,7 +897,13 @@ fn sgl(
 impl Conn {
     /// The work item: sends what there is to send, or handles a fatal error. Process context.
     pub(crate) fn tx_work(self: &Arc<Self>) {
-        self.tx_pass(false);
+        if self.stopped.load(Acquire) {
+            return;
+        }
+        let Some((qp, sock)) = self.qp_sock() else {
+            return;
+        };
+        self.tx_pass(&qp, &sock, false);
     }
 
     /// Sends in the calling context: the doorbell of a user QP, as `siw_post_send()` does
@@ -905,21 +911,20 @@ impl Conn {
     /// bulk of the small-message latency. If the work item holds the engine, or the socket
     /// is full, the work item (now or after `write_space`) sends instead. Process context,
     /// may sleep.
-    pub(crate) fn tx_inline(self: &Arc<Self>) {
-        if self.tx_blocked.load(Acquire) {
+    ///
+    /// `qp` is the doorbell's QP, which the caller holds: only the socket is looked up.
+    pub(crate) fn tx_inline(self: &Arc<Self>, qp: &Qp<RsiwDevice>) {
+        if self.tx_blocked.load(Acquire) || self.stopped.load(Acquire) {
             return;
         }
-        self.tx_pass(true);
+        let Some(sock) = self.sock() else {
+            return;
+        };
+        self.tx_pass(qp, &sock, true);
     }
 
     /// One pass of the TX engine: the work item, or `inline` from [`Conn::tx_inline`].
-    fn tx_pass(self: &Arc<Self>, inline: bool) {
-        if self.stopped.load(Acquire) {
-            return;
-        }
-        let Some((qp, sock)) = self.qp_sock() else {
-            return;
-        };
+    fn tx_pass(self: &Arc<Self>, qp: &Qp<RsiwDevice>, sock: &TcpSocket, inline: bool) {
         let mut tx = if inline {
             match self.tx.try_lock() {
                 Some(g) => g,
@@ -937,7 +942,7 @@ impl Conn {
             return;
         }
         if self.fatal_hint.load(Acquire) {
-            self.fatal(&qp, &mut tx, &sock);
+            self.fatal(qp, &mut tx, sock);
             return;
         }
         if self.rtr_seen.swap(false, AcqRel) {
@@ -948,7 +953,7 @@ impl Conn {
         match qp.state() {
             QpState::Error => {
                 tx.dead = true;
-                self.flush_inflight(&qp, &mut tx);
+                self.flush_inflight(qp, &mut tx);
                 return;
             }
             QpState::Rts | QpState::Closing => {}
@@ -956,7 +961,7 @@ impl Conn {
         }
         let r = {
             let mut g = sock.lock();
-            tx.run(self, &qp, &sock, &mut g)
+            tx.run(self, qp, sock, &mut g)
         };
         match r {
             Ok(Pass::Idle) => {}
@@ -971,7 +976,7 @@ impl Conn {
             }
             Err(f) => {
                 if let Some((id, opcode, st)) = f.wr {
-                    RsiwQp::complete_sq(&qp, id, opcode, st, 0);
+                    RsiwQp::complete_sq(qp, id, opcode, st, 0);
                 }
                 {
                     let mut sh = self.shared.lock();
@@ -981,7 +986,7 @@ impl Conn {
                         self.fatal_hint.store(true, Release);
                     }
                 }
-                self.fatal(&qp, &mut tx, &sock);
+                self.fatal(qp, &mut tx, sock);
             }
         }
     }
