@@ -57,11 +57,12 @@ install_tools() {
 
 fmt_check() {
 	rustfmt --edition 2021 --check "$root/drivers/infiniband/sw/rsiw/wire/mod.rs" \
-		"$here/lib.rs" "$here"/tests/*.rs "$here"/benches/*.rs "$here"/fuzz/fuzz_targets/*.rs
+		"$here/lib.rs" "$here"/tests/*.rs "$here"/benches/*.rs "$here"/examples/*.rs \
+		"$here"/fuzz/fuzz_targets/*.rs
 }
 
 clippy_check() {
-	cd "$here" && cargo clippy --lib --tests --benches -- -D warnings
+	cd "$here" && cargo clippy --lib --tests --benches --examples -- -D warnings
 }
 
 # The library must build as the kernel builds it: a module of a no_std crate
