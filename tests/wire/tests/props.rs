@@ -7,8 +7,10 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
+use rsiw_wire::wire::crc::SoftCrc32c;
 use rsiw_wire::wire::hdr::*;
 use rsiw_wire::wire::mpa::{encode_frame, Enhanced, Frame, FrameKind, RtrSet, MAX_FRAME};
+use rsiw_wire::wire::rx::{RxConfig, RxEvent, RxParser};
 use rsiw_wire::wire::term::{TermCode, Terminate};
 use rsiw_wire::wire::tx::{sg_pieces, TxMessage};
 
@@ -241,6 +243,35 @@ fn check_roundtrip(m: TxMessage, p: &[u8], mulpdu: u16, crc: bool) {
     }
 }
 
+/// Feeds `bytes` `step` bytes at a time (all at once if 0) and records every
+/// event, the error and the Terminate the parser would send.
+fn trace(cfg: RxConfig, bytes: &[u8], step: usize) -> (Vec<String>, Option<Terminate>) {
+    let mut p = RxParser::new(cfg, SoftCrc32c);
+    let mut evs = Vec::new();
+    let step = if step == 0 { bytes.len().max(1) } else { step };
+    'outer: for mut chunk in bytes.chunks(step) {
+        loop {
+            let (used, ev) = p.feed(chunk);
+            chunk = &chunk[used..];
+            match ev {
+                RxEvent::NeedMore => break,
+                // Payload may arrive in pieces: record it byte by byte.
+                RxEvent::Payload { offset, data } => {
+                    for (i, b) in data.iter().enumerate() {
+                        evs.push(format!("P{}={b}", offset as usize + i));
+                    }
+                }
+                RxEvent::Error(e) => {
+                    evs.push(format!("{e:?}"));
+                    break 'outer;
+                }
+                e => evs.push(format!("{e:?}")),
+            }
+        }
+    }
+    (evs, p.terminate())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, .. ProptestConfig::default() })]
 
@@ -352,5 +383,30 @@ proptest! {
         let want = if off >= total { 0 } else { len.min(total - off) };
         prop_assert_eq!(covered, want);
         if want > 0 { prop_assert_eq!(pos, off + want); }
+    }
+
+    /// The parser validates a header that is whole in its input in place and
+    /// otherwise step by step: both must give the same events, the same
+    /// error and the same Terminate, also for corrupted headers.
+    #[test]
+    fn mpa_26_prop_whole_and_stepwise_headers_agree(
+        msgs in prop::collection::vec(message(), 1..4),
+        flips in prop::collection::vec((0usize..64, any::<u8>()), 0..3),
+        crc in any::<bool>(),
+        all in any::<bool>(),
+    ) {
+        let mut b = Vec::new();
+        for (m, p) in &msgs {
+            b.extend(encode(*m, p, 1454, crc));
+        }
+        for (at, x) in flips {
+            if let Some(v) = b.get_mut(at) {
+                *v ^= x;
+            }
+        }
+        let cfg = if all { cfg_all(crc) } else { RxConfig { crc, ..RxConfig::default() } };
+        let whole = trace(cfg, &b, 0);
+        prop_assert_eq!(&trace(cfg, &b, 1), &whole);
+        prop_assert_eq!(&trace(cfg, &b, 7), &whole);
     }
 }

@@ -350,11 +350,11 @@ impl<C: Crc32c> RxParser<C> {
         e
     }
 
-    /// First look at a header: length field and control bytes. Returns the
-    /// full header length needed.
-    fn check_len(&self) -> Result<usize, RxError> {
-        let ulpdu = usize::from(be16(&self.hdr, 0).unwrap_or(0));
-        let c0 = self.hdr.get(2).copied().unwrap_or(0);
+    /// First look at a header `h`: length field and control bytes. Returns
+    /// the full header length needed.
+    fn check_len(&self, h: &[u8]) -> Result<usize, RxError> {
+        let ulpdu = usize::from(be16(h, 0).unwrap_or(0));
+        let c0 = h.get(2).copied().unwrap_or(0);
         let ddp_min = if c0 & DDP_T != 0 {
             TAGGED_HDR_LEN
         } else {
@@ -369,10 +369,10 @@ impl<C: Crc32c> RxParser<C> {
     /// Checks the control bytes once the DDP header is complete (so that a
     /// Terminate can echo it). Returns the opcode and the full header
     /// length needed.
-    fn check_ctrl(&self) -> Result<(Opcode, usize), RxError> {
-        let ulpdu = usize::from(be16(&self.hdr, 0).unwrap_or(0));
-        let c0 = self.hdr.get(2).copied().unwrap_or(0);
-        let c1 = self.hdr.get(3).copied().unwrap_or(0);
+    fn check_ctrl(&self, h: &[u8]) -> Result<(Opcode, usize), RxError> {
+        let ulpdu = usize::from(be16(h, 0).unwrap_or(0));
+        let c0 = h.get(2).copied().unwrap_or(0);
+        let c1 = h.get(3).copied().unwrap_or(0);
         let tagged = c0 & DDP_T != 0;
         let llp = fail(TermCode::llp(LlpCode::FpduStart), TermEcho::None);
         if c0 & DDP_DV_MASK != DDP_VERSION {
@@ -426,9 +426,8 @@ impl<C: Crc32c> RxParser<C> {
         Ok((op, LEN_LEN.saturating_add(need)))
     }
 
-    /// Full header validation once `need` bytes are buffered.
-    fn check_header(&self, op: Opcode) -> Result<Segment, RxError> {
-        let h = &self.hdr;
+    /// Full header validation once `need` bytes are in `h`.
+    fn check_header(&self, op: Opcode, h: &[u8]) -> Result<Segment, RxError> {
         let ulpdu = usize::from(be16(h, 0).unwrap_or(0));
         let c0 = h.get(2).copied().unwrap_or(0);
         let last = c0 & DDP_L != 0;
@@ -502,7 +501,10 @@ impl<C: Crc32c> RxParser<C> {
             LEN_LEN.saturating_add(hl)
         };
         let bbytes = h.get(bstart..bend).ok_or(ddp)?;
-        let body = if op == Opcode::Terminate && self.cfg.siw_terminate {
+        let body = if bbytes.is_empty() && op != Opcode::Terminate {
+            // No fixed RDMAP header: what `Body::decode()` returns, without the call.
+            Some(Body::None)
+        } else if op == Opcode::Terminate && self.cfg.siw_terminate {
             Terminate::decode_compat(bbytes).map(Body::Terminate)
         } else {
             Body::decode(op, bbytes)
@@ -527,6 +529,40 @@ impl<C: Crc32c> RxParser<C> {
             body,
             payload_len: u32::try_from(payload_len).unwrap_or(u32::MAX),
         })
+    }
+
+    /// Validates a header that is whole in `h`, without buffering it. Returns
+    /// the segment and the header length, or `None` if `h` is too short or
+    /// the header is bad (the caller then goes step by step, which buffers
+    /// the header as far as a Terminate echoes it and reports the error).
+    fn whole_header(&self, h: &[u8]) -> Option<(Segment, usize)> {
+        let n = self.check_len(h).ok()?;
+        if h.len() < n {
+            return None;
+        }
+        let (op, need) = self.check_ctrl(h).ok()?;
+        let h = h.get(..need)?;
+        let seg = self.check_header(op, h).ok()?;
+        Some((seg, need))
+    }
+
+    /// Starts the segment whose header (`self.need` bytes) is buffered and
+    /// valid.
+    fn begin<'a>(&mut self, seg: Segment) -> RxEvent<'a> {
+        self.ulpdu_len = usize::from(seg.ulpdu_len);
+        if self.cfg.crc {
+            let hb = self.hdr.get(..self.need).unwrap_or(&[]);
+            self.reg = self.crc.update(CRC_INIT, hb);
+        }
+        self.payload_len = usize::try_from(seg.payload_len).unwrap_or(0);
+        self.payload_done = 0;
+        self.tail_have = 0;
+        self.stage = if self.payload_len == 0 {
+            Stage::Trailer
+        } else {
+            Stage::Payload
+        };
+        RxEvent::Segment(seg)
     }
 
     fn take_hdr(&mut self, input: &[u8], used: &mut usize) -> bool {
@@ -567,12 +603,30 @@ impl<C: Crc32c> RxParser<C> {
                         self.ended = false;
                         self.have = 0;
                     }
+                    if self.have == 0 {
+                        // Fast path: the whole header is in the input. Validated in place
+                        // and copied once; anything else (a short or a bad header) takes
+                        // the step-by-step path below, which reports errors.
+                        let rest = input.get(used..).unwrap_or(&[]);
+                        if let Some((seg, need)) = self.whole_header(rest) {
+                            if let Some(have) =
+                                rest.get(..need).and_then(|b| fill(&mut self.hdr, 0, b))
+                            {
+                                self.have = have;
+                                self.need = need;
+                                self.op = seg.hdr.opcode;
+                                self.hstep = 2;
+                                used = used.saturating_add(need);
+                                return (used, self.begin(seg));
+                            }
+                        }
+                    }
                     if !self.take_hdr(input, &mut used) {
                         return (used, RxEvent::NeedMore);
                     }
                     if self.hstep == 0 {
                         // Length and control are in: wait for the DDP header.
-                        match self.check_len() {
+                        match self.check_len(&self.hdr) {
                             Ok(need) => {
                                 self.need = need;
                                 self.hstep = 1;
@@ -583,7 +637,7 @@ impl<C: Crc32c> RxParser<C> {
                     }
                     if self.hstep == 1 {
                         // DDP header is in: validate control, size the rest.
-                        match self.check_ctrl() {
+                        match self.check_ctrl(&self.hdr) {
                             Ok((op, need)) => {
                                 self.op = op;
                                 self.need = need;
@@ -596,23 +650,8 @@ impl<C: Crc32c> RxParser<C> {
                             }
                         }
                     }
-                    match self.check_header(self.op) {
-                        Ok(seg) => {
-                            self.ulpdu_len = usize::from(seg.ulpdu_len);
-                            if self.cfg.crc {
-                                let hb = self.hdr.get(..self.need).unwrap_or(&[]);
-                                self.reg = self.crc.update(CRC_INIT, hb);
-                            }
-                            self.payload_len = usize::try_from(seg.payload_len).unwrap_or(0);
-                            self.payload_done = 0;
-                            self.tail_have = 0;
-                            self.stage = if self.payload_len == 0 {
-                                Stage::Trailer
-                            } else {
-                                Stage::Payload
-                            };
-                            return (used, RxEvent::Segment(seg));
-                        }
+                    match self.check_header(self.op, &self.hdr) {
+                        Ok(seg) => return (used, self.begin(seg)),
                         Err(e) => {
                             self.ulpdu_len = usize::from(be16(&self.hdr, 0).unwrap_or(0));
                             return (used, RxEvent::Error(self.set_err(e)));
@@ -638,7 +677,12 @@ impl<C: Crc32c> RxParser<C> {
                     let tneed = pad.saturating_add(CRC_LEN);
                     let rest = input.get(used..).unwrap_or(&[]);
                     let n = tneed.saturating_sub(self.tail_have).min(rest.len());
-                    if let Some(end) = rest
+                    if !self.cfg.crc {
+                        // Pad and CRC field are skipped unread (the field is ignored
+                        // without CRC, MPA-05).
+                        self.tail_have = self.tail_have.saturating_add(n);
+                        used = used.saturating_add(n);
+                    } else if let Some(end) = rest
                         .get(..n)
                         .and_then(|s| fill(&mut self.tail, self.tail_have, s))
                     {
