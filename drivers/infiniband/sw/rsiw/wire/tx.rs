@@ -13,7 +13,7 @@
 
 use crate::wire::crc::{Crc32c, CRC_INIT};
 use crate::wire::fpdu::{trailer, LEN_LEN};
-use crate::wire::hdr::{Body, DdpHeader, Opcode, Placement};
+use crate::wire::hdr::{Body, DdpHeader, Opcode, Placement, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use crate::wire::rx::HDR_BUF;
 
 /// Why a message cannot be segmented.
@@ -220,10 +220,13 @@ impl Segmenter {
         };
         let mut hdr = [0u8; HDR_BUF];
         let dl = h.encode(hdr.get_mut(LEN_LEN..)?)?;
-        let bl = self
-            .msg
-            .body
-            .encode(hdr.get_mut(LEN_LEN.saturating_add(dl)..)?)?;
+        let bl = if self.msg.body.is_empty() {
+            0
+        } else {
+            self.msg
+                .body
+                .encode(hdr.get_mut(LEN_LEN.saturating_add(dl)..)?)?
+        };
         let hb = dl.saturating_add(bl);
         let ulpdu = u16::try_from(hb.saturating_add(usize::try_from(n).ok()?)).ok()?;
         crate::wire::put(&mut hdr, 0, &ulpdu.to_be_bytes());
@@ -244,10 +247,12 @@ impl Segmenter {
 /// The largest payload per FPDU of `msg` at `mulpdu`.
 fn max_payload(msg: &TxMessage, mulpdu: u16) -> Result<u32, TxError> {
     let op = msg.opcode;
-    let hl = op
-        .header_len()
-        .saturating_sub(op.rdmap_hdr_len())
-        .saturating_add(msg.body.len());
+    let ddp = if op.is_tagged() {
+        TAGGED_HDR_LEN
+    } else {
+        UNTAGGED_HDR_LEN
+    };
+    let hl = ddp.saturating_add(msg.body.len());
     let max_payload = usize::from(mulpdu)
         .checked_sub(hl)
         .ok_or(TxError::MulpduTooSmall)?;
