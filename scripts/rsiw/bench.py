@@ -16,6 +16,11 @@ Each pair's VMs are pinned like the other pairs' (VM a on the first host CPU,
 VM b on the second: RSIW_VM_PIN, scripts/rsiw/vm.py), so the pair being
 measured has one host CPU per VM.
 
+Every boot of a pair has its own speed: two pairs running the same code
+differ by up to 30 % for the whole run. RSIW_BENCH_PAIRS=N boots N pairs per
+configuration (named siw, siw.2, ...); a configuration's figure in a round
+is then the geometric mean of its pairs', which averages that out.
+
 Usage: bench.py OUT ROUNDS [ONLY]; OUT holds the tools directory (the
 connect-delay shim) and receives one directory per pair and results.txt.
 """
@@ -57,8 +62,10 @@ def log(msg: str) -> None:
 
 
 class Pair:
-    def __init__(self, out: Path, name: str, drv: str, kargs: str):
-        self.name, self.dir, self.turn = name, out / name, 0
+    def __init__(self, out: Path, cfg: str, drv: str, kargs: str, k: int = 1):
+        self.cfg = cfg
+        self.name = cfg if k == 1 else f"{cfg}.{k}"
+        self.dir, self.turn = out / self.name, 0
         self.dir.mkdir(parents=True, exist_ok=True)
         subprocess.run(["cp", "-r", str(out / "tools"), str(self.dir)], check=True)
         (self.dir / ".turn").mkdir(exist_ok=True)
@@ -149,8 +156,9 @@ def main() -> int:
     if not todo:
         log(f"RSIW_BENCH_ONLY={only!r} selects no test")
         return 1
-    pairs = [Pair(out, *c) for c in CONFIGS]
-    # res[(test, size, unit)][name] = [value per round]
+    npairs = max(1, int(os.environ.get("RSIW_BENCH_PAIRS", "1") or "1"))
+    pairs = [Pair(out, *c, k=k) for k in range(1, npairs + 1) for c in CONFIGS]
+    # res[(test, size, unit)][pair name][round] = value
     res: dict = {}
     notes = []
     failed = None
@@ -187,11 +195,27 @@ def main() -> int:
     if failed:
         log(failed)
         return 1
-    report(out, rounds, res, notes)
+    report(out, rounds, by_config(pairs, res), res, notes)
     return 0
 
 
-def report(out: Path, rounds: int, res: dict, notes: list) -> None:
+def by_config(pairs: list, res: dict) -> dict:
+    """The figures per configuration and round: the geometric mean of its pairs'."""
+    out: dict = {}
+    for key, v in res.items():
+        for cfg in NAMES:
+            names = [p.name for p in pairs if p.cfg == cfg]
+            rounds = sorted({r for n in names for r in v.get(n, {})})
+            for r in rounds:
+                xs = [v[n][r] for n in names if r in v.get(n, {})]
+                if xs and all(x > 0 for x in xs):
+                    out.setdefault(key, {}).setdefault(cfg, {})[r] = statistics.geometric_mean(xs)
+                elif xs:
+                    out.setdefault(key, {}).setdefault(cfg, {})[r] = statistics.mean(xs)
+    return out
+
+
+def report(out: Path, rounds: int, res: dict, raw: dict, notes: list) -> None:
     med = lambda v: statistics.median(v) if v else None
     fmt = lambda x: f"{x:10.2f}" if x is not None else f"{'-':>10}"
     rat = lambda x: f"{x:8.2f}" if x is not None else f"{'n/a':>8}"
@@ -223,6 +247,10 @@ def report(out: Path, rounds: int, res: dict, notes: list) -> None:
         lines.append(f"{test:<12} {size:>7} {fmt(m['siw'])} {fmt(m['rsiw'])} {fmt(m['rsiw-64k'])} "
                      f"{unit:<6} {rat(vs_siw('rsiw'))} {rat(vs_siw('rsiw-64k'))} "
                      f"{rat(vs_tcp('siw'))} {rat(vs_tcp('rsiw'))} {rat(vs_tcp('rsiw-64k'))}")
+    npairs = max((len(v) for v in raw.values()), default=len(NAMES)) // len(NAMES)
+    if npairs > 1:
+        lines.append(f"({npairs} pairs per configuration: each round's figure is the geometric "
+                     "mean of its pairs')")
     lines += [f"(figures: medians of {rounds} round(s); ratios: medians of the per-round ratios,",
               " the pairs taking turns test by test; x/siw > 1: x is better, for latencies",
               " it is siw/x; x/tcp: RDMA bandwidth over iperf3's on the same pair's link;",
@@ -230,10 +258,10 @@ def report(out: Path, rounds: int, res: dict, notes: list) -> None:
     lines += notes
     # Every round's figures, for the spread.
     lines.append("per round:")
-    for (test, size, unit), v in res.items():
-        for d in NAMES:
+    for (test, size, unit), v in raw.items():
+        for d in v:
             vals = " ".join(f"{v.get(d, {}).get(r, float('nan')):.2f}" for r in range(1, rounds + 1))
-            lines.append(f"  {test:<12} {size:>7} {d:<9} {vals} {unit}")
+            lines.append(f"  {test:<12} {size:>7} {d:<10} {vals} {unit}")
     lines.append(f"logs: {out}")
     text = "\n".join(lines) + "\n"
     (out / "results.txt").write_text(text)

@@ -13,7 +13,8 @@
 # Under QEMU TCG (KVM guests hang on these machines) absolute numbers are
 # low and drift: read the ratios, and repeat (RSIW_BENCH_ROUNDS, default 3)
 # to see the spread. RSIW_BENCH_ONLY selects a subset (see
-# scripts/rsiw/guest/bench).
+# scripts/rsiw/guest/bench). RSIW_BENCH_PAIRS=N boots N pairs per
+# configuration and averages them (each boot has its own speed).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
