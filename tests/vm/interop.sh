@@ -54,15 +54,23 @@ cap_check() {
 
 # rping_round TAG SERVER_ROLE SIZE COUNT [EXPECT...]: rping -V with SERVER_ROLE
 # as server; VM a captures the exchange and checks EXPECTs (see cap_check).
+# A client of a siw server preloads tests/vm/tools/rdma-connect-delay.c, as in
+# rping-interop: a first Send that reaches a siw server before siw_accept()
+# installed the QP's receive callback stays unread (seen: crc-a-client of
+# mpa-siw-interop, 40 bytes in the siw server's Recv-Q, 2026-11-26). Clients of
+# rsiw servers send at once, which rsiw must handle.
 rping_round() {
-	local tag=$1 srv=$2 size=$3 count=$4 ip
+	local tag=$1 srv=$2 size=$3 count=$4 ip pre=
 	shift 4
 	port=$((port + 1))
 	ip=$(fetch "$srv" ip)
+	if [ "${RSIW_PEER_DRIVER:-}" = siw ] && [ -r "$RSIW_RUN/tools/rdma-connect-delay.so" ]; then
+		pre="LD_PRELOAD=$RSIW_RUN/tools/rdma-connect-delay.so "
+	fi
 	if [ "$RSIW_ROLE" = a ] && [ $# -gt 0 ]; then cap_start "$tag" "$port"; fi
 	serve_client "$tag" "$srv" "$port" \
 		"rping -s -a $ip -p $port -V -C $count -S $size" \
-		"rping -c -a $ip -p $port -V -C $count -S $size" 180
+		"${pre}rping -c -a $ip -p $port -V -C $count -S $size" 180
 	if [ "$RSIW_ROLE" = a ] && [ $# -gt 0 ]; then cap_check "$tag" "$@"; fi
 }
 
