@@ -33,32 +33,37 @@ impl Crc32c for NoCrc {
     }
 }
 
+/// The `i`-th 2-byte message: a Write, or a Send with MSN `i + 1`.
+fn message(i: u32, write: bool) -> TxMessage {
+    if write {
+        TxMessage {
+            opcode: Opcode::Write,
+            placement: Placement::Tagged {
+                stag: 0x1234_5600,
+                to: 0x7f00_0000_1000,
+            },
+            body: Body::None,
+            payload_len: 2,
+        }
+    } else {
+        TxMessage {
+            opcode: Opcode::Send,
+            placement: Placement::Untagged {
+                inv_stag: 0,
+                qn: 0,
+                msn: i + 1,
+                mo: 0,
+            },
+            body: Body::None,
+            payload_len: 2,
+        }
+    }
+}
+
 fn stream(n: u32, write: bool) -> Vec<u8> {
     let mut out = Vec::new();
     for i in 0..n {
-        let msg = if write {
-            TxMessage {
-                opcode: Opcode::Write,
-                placement: Placement::Tagged {
-                    stag: 0x1234_5600,
-                    to: 0x7f00_0000_1000,
-                },
-                body: Body::None,
-                payload_len: 2,
-            }
-        } else {
-            TxMessage {
-                opcode: Opcode::Send,
-                placement: Placement::Untagged {
-                    inv_stag: 0,
-                    qn: 0,
-                    msn: i + 1,
-                    mo: 0,
-                },
-                body: Body::None,
-                payload_len: 2,
-            }
-        };
+        let msg = message(i, write);
         let mut s = Segmenter::new(msg, 1454).expect("segmenter");
         while let Some(p) = s.next_fpdu() {
             out.extend_from_slice(p.header());
@@ -113,29 +118,7 @@ fn tx(n: u32, write: bool) {
     let mut stage = [0u8; 256];
     let mut total = 0usize;
     for i in 0..n {
-        let msg = black_box(if write {
-            TxMessage {
-                opcode: Opcode::Write,
-                placement: Placement::Tagged {
-                    stag: 0x1234_5600,
-                    to: 0x7f00_0000_1000,
-                },
-                body: Body::None,
-                payload_len: 2,
-            }
-        } else {
-            TxMessage {
-                opcode: Opcode::Send,
-                placement: Placement::Untagged {
-                    inv_stag: 0,
-                    qn: 0,
-                    msn: i + 1,
-                    mo: 0,
-                },
-                body: Body::None,
-                payload_len: 2,
-            }
-        });
+        let msg = black_box(message(i, write));
         let mut s = Segmenter::new(msg, black_box(1454)).expect("segmenter");
         let p = s.next_fpdu().expect("fpdu");
         let mut c = p.crc(&NoCrc, false);
