@@ -19,6 +19,9 @@ on the host's clock: 'timeline' prints the median time between them (post
 send -> start_xmit is a VM's TX path, start_xmit -> the peer's interrupt the
 host's part, ...). These are times under TCG with the plugin loaded: compare
 drivers in one quiet run each, not with the bench's numbers.
+RSIW_TRACE=sym,... traces up to 12 more functions: kernel ones by System.map
+name, module ones as MODULE:PART (the first function of MODULE.ko whose
+mangled name contains PART, e.g. rsiw:4Conn7tx_pass).
 
   scripts/rsiw/tcg-count.py run --driver rsiw [--test ib_send_lat-2] [--out DIR]
                                 [--no-count] [--base OTHER_DIR]
@@ -45,7 +48,9 @@ CACHE = Path(os.environ.get("RSIW_CACHE", Path.home() / ".cache/rsiw"))
 BUILD = CACHE / "build-bench"
 ENDS: dict[int, str] = {}
 # Functions whose calls are timestamped (host clock, both VMs): a round trip's timeline.
-TRACE = ("ib_uverbs_post_send", "start_xmit", "vp_interrupt", "tcp_v4_rcv")
+# RSIW_TRACE=sym,sym adds kernel functions (System.map names, at most 12 more).
+TRACE = ("ib_uverbs_post_send", "start_xmit", "vp_interrupt", "tcp_v4_rcv") + tuple(
+    s for s in os.environ.get("RSIW_TRACE", "").split(",") if s)
 MODBASE_RE = re.compile(r"RSIW-MODTEXT (\w+) (0x[0-9a-f]+)")
 
 
@@ -291,7 +296,21 @@ def run(args):
         f = line.split()
         if len(f) >= 3 and f[2] in TRACE:
             smap[f[2]] = f[0]
+    # "MODULE:pattern": the first function of MODULE.ko whose (mangled) name contains
+    # pattern, at the first module's address (0xffffffffa0000000; checked after the run).
+    for n in TRACE:
+        if ":" in n:
+            mod, pat = n.split(":", 1)
+            nm = subprocess.run(["nm", "--defined-only",
+                                 str(BUILD / f"drivers/infiniband/sw/{mod}/{mod}.ko")],
+                                capture_output=True, text=True).stdout
+            hits = [f for f in (x.split() for x in nm.splitlines())
+                    if len(f) == 3 and f[1] in "tT" and pat in f[2]]
+            if not hits:
+                sys.exit(f"no function matching {pat} in {mod}.ko")
+            smap[n] = f"{0xffffffffa0000000 + int(hits[0][0], 16):x}"
     pcs = ":".join(smap[n] for n in TRACE)
+    (out / "trace-names").write_text("\n".join(TRACE) + "\n")
     env["RSIW_QEMU_ARGS"] = (env.get("RSIW_QEMU_ARGS", "") +
                              f" -plugin {so},dir={out},trace={pcs}"
                              f",count={0 if args.no_count else 1}"
@@ -383,6 +402,7 @@ def run(args):
 def timeline(args):
     """Median time from each traced event to the next one, both VMs on one clock."""
     d = Path(args.dir)
+    names = (d / "trace-names").read_text().split() if (d / "trace-names").exists() else TRACE
     ev = []
     for role in "ab":
         p = d / f"trace-{role}"
@@ -391,7 +411,7 @@ def timeline(args):
         for line in p.read_text().split("\n"):
             f = line.split()
             if len(f) == 2:
-                ev.append((int(f[0]), f"{role}:{TRACE[int(f[1])]}"))
+                ev.append((int(f[0]), f"{role}:{names[int(f[1])]}"))
     ev.sort()
     # The counting window (CLOCK_MONOTONIC, as the plugin's timestamps).
     w0, w1 = (int(x) for x in (d / "window").read_text().split())
