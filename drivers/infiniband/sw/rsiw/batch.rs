@@ -193,6 +193,35 @@ impl Batch {
         Ok(())
     }
 
+    /// Appends `n` staged bytes that `f` writes in one piece, in the current staging page or at
+    /// the start of the next. Returns `Ok(false)`, with nothing added, if they fit in neither.
+    pub(crate) fn stage_whole(
+        &mut self,
+        n: usize,
+        f: impl FnOnce(&mut [u8]) -> Result,
+    ) -> Result<bool> {
+        let (sp, so) = if self.so.saturating_add(n) <= PAGE_SIZE {
+            (self.sp, self.so)
+        } else {
+            (self.sp.saturating_add(1), 0)
+        };
+        if n > PAGE_SIZE {
+            return Ok(false);
+        }
+        let Some(page) = self.stage.get_mut(sp) else {
+            return Ok(false);
+        };
+        page.with_slice_mut(so, n, f)??;
+        self.add(Seg::Stage {
+            page: sp,
+            off: so,
+            len: n,
+        })?;
+        self.sp = sp;
+        self.so = so + n;
+        Ok(true)
+    }
+
     /// Appends a copy of `data`.
     pub(crate) fn stage(&mut self, data: &[u8]) -> Result {
         self.stage_with(data.len(), |chunk, at| {
@@ -230,7 +259,10 @@ impl Batch {
         while self.sent < self.len {
             // A small message is one or two fragments: a small array for them saves
             // initialising the large one on every send.
-            let r = if self.segs.len().saturating_sub(self.si) <= 4 {
+            let rest = self.segs.len().saturating_sub(self.si);
+            let r = if rest == 1 {
+                self.send_last(g, more)
+            } else if rest <= 4 {
                 self.send_some::<4>(g, more)
             } else {
                 self.send_some::<MAX_SEND_PAGES>(g, more)
@@ -243,6 +275,19 @@ impl Batch {
             }
         }
         Ok(true)
+    }
+
+    /// Hands TCP the last fragment, from the sent position on. Returns the number of bytes TCP
+    /// took.
+    fn send_last(&self, g: &mut SocketGuard<'_>, more: bool) -> Result<usize> {
+        let s = self.segs.get(self.si).ok_or(EINVAL)?;
+        let f = self.frag(s, self.soff)?;
+        let fl = if more {
+            SendFlags::DONTWAIT | SendFlags::MORE
+        } else {
+            SendFlags::DONTWAIT
+        };
+        g.send_pages_copy(core::slice::from_ref(&f), fl)
     }
 
     /// Hands TCP up to `N` (at most [`MAX_SEND_PAGES`]) fragments from the sent position on.

@@ -41,7 +41,15 @@ use crate::{
     },
     stag::Rights,
     wire::{
-        fpdu::mulpdu_from_mss,
+        crc::{
+            Crc32c,
+            CRC_INIT, //
+        },
+        fpdu::{
+            fpdu_len,
+            mulpdu_from_mss,
+            trailer, //
+        },
         hdr::{
             Body,
             Opcode,
@@ -114,6 +122,9 @@ const FPDU_SEGS: usize = FPDU_MAX / PAGE_SIZE + 2 * NUM_SGE + 4;
 /// Payload pieces of user memory shorter than this are copied into the staging pages, which
 /// costs less than a fragment of their own.
 const COPY_BREAK: usize = 256;
+
+/// FPDUs up to this long whose payload is copied are staged in one piece ([`small_fpdu`]).
+const SMALL_FPDU: usize = COPY_BREAK;
 
 // A batch has room for the largest FPDU, with a margin.
 const _: () = assert!(2 * FPDU_SEGS <= MAX_SEGS);
@@ -741,6 +752,14 @@ impl TxState {
 /// Appends one FPDU to the batch: header, payload, pad and CRC.
 fn fpdu(b: &mut Batch, conn: &Conn, plan: &FpduPlan, src: &Src) -> Result {
     let n = plan.payload_len as usize;
+    let total = fpdu_len(usize::from(plan.ulpdu_len));
+    // A small FPDU is copied whole (its payload is below `COPY_BREAK`): staged in one piece.
+    if total <= SMALL_FPDU
+        && !matches!(src, Src::Remote(..))
+        && b.stage_whole(total, |buf| small_fpdu(buf, conn, plan, src))?
+    {
+        return Ok(());
+    }
     let off = u64::from(plan.payload_off);
     let mut crc = plan.crc(&conn.crc32c, conn.crc);
     b.stage(plan.header())?;
@@ -785,6 +804,52 @@ fn fpdu(b: &mut Batch, conn: &Conn, plan: &FpduPlan, src: &Src) -> Result {
     }
     let (t, tl) = crc.trailer();
     b.stage(t.get(..tl).unwrap_or(&[]))
+}
+
+/// Writes the FPDU of `plan` into `buf`, which is exactly as long: header, payload (copied
+/// from `src`, which is not [`Src::Remote`]), pad and CRC, the CRC over the contiguous bytes.
+fn small_fpdu(buf: &mut [u8], conn: &Conn, plan: &FpduPlan, src: &Src) -> Result {
+    let hdr = plan.header();
+    let n = plan.payload_len as usize;
+    let body_end = hdr.len().checked_add(n).ok_or(EINVAL)?;
+    let (body, tail) = buf.split_at_mut_checked(body_end).ok_or(EINVAL)?;
+    let (h, p) = body.split_at_mut_checked(hdr.len()).ok_or(EINVAL)?;
+    if !fill(Some(h), hdr) {
+        return Err(EINVAL);
+    }
+    match src {
+        Src::None => {}
+        Src::Inline(data, len) => {
+            let s = data
+                .get(plan.payload_off as usize..*len)
+                .and_then(|s| s.get(..n))
+                .ok_or(EINVAL)?;
+            if !fill(Some(p), s) {
+                return Err(EINVAL);
+            }
+        }
+        Src::Sgl(pl, lens, cnt) => {
+            let mut at = 0usize;
+            let off = u64::from(plan.payload_off);
+            for pc in sg_pieces(lens.get(..*cnt).unwrap_or(&[]), off, n as u64) {
+                let place = pl.get(pc.index).and_then(|x| x.as_ref()).ok_or(EINVAL)?;
+                let len = usize::try_from(pc.len).map_err(|_| EINVAL)?;
+                let end = at.checked_add(len).ok_or(EINVAL)?;
+                place.read(pc.offset, p.get_mut(at..end).ok_or(EINVAL)?)?;
+                at = end;
+            }
+            if at != n {
+                return Err(EINVAL);
+            }
+        }
+        Src::Remote(..) => return Err(EINVAL),
+    }
+    let crc = conn.crc.then(|| conn.crc32c.update(CRC_INIT, body));
+    let (t, tl) = trailer(&conn.crc32c, crc, usize::from(plan.ulpdu_len));
+    if !fill(Some(tail), t.get(..tl).unwrap_or(&[])) {
+        return Err(EINVAL);
+    }
+    Ok(())
 }
 
 /// Appends payload bytes `[at, at + len)` of `place`: by page reference if `by_ref` and the
