@@ -365,8 +365,12 @@ impl Conn {
             max_ulpdu: u16::MAX,
             siw_terminate: true,
         };
-        let rx = RxState::new(RxParser::new(rxcfg, KernelCrc32c), p.rtr_offered)?;
-        let tx = TxState::new(p.rtr)?;
+        let rx = RxState::new(
+            RxParser::new(rxcfg, KernelCrc32c),
+            p.rtr_offered,
+            qp.clone(),
+        )?;
+        let tx = TxState::new(p.rtr, sock.clone())?;
         let links = Links {
             qp: qp.clone(),
             sock,
@@ -409,15 +413,6 @@ impl Conn {
     /// drop the last reference).
     pub(crate) fn sock(&self) -> Option<Arc<TcpSocket>> {
         self.links.lock().as_ref().map(|l| l.sock.clone())
-    }
-
-    /// Returns the QP and the socket (under one lock), or `None` once stopped. Not for atomic
-    /// context.
-    pub(crate) fn qp_sock(&self) -> Option<(ARef<Qp<RsiwDevice>>, Arc<TcpSocket>)> {
-        self.links
-            .lock()
-            .as_ref()
-            .map(|l| (l.qp.clone(), l.sock.clone()))
     }
 
     /// Returns the endpoint, or `None` once stopped. Not for atomic context.
@@ -470,10 +465,7 @@ impl Conn {
             Self::kick(this);
             return;
         }
-        let Some(qp) = this.qp() else {
-            return;
-        };
-        let r = sk.read_sock(|skb| Ok(crate::rx::rx_chunk(this, &qp, skb)));
+        let r = sk.read_sock(|skb| Ok(crate::rx::rx_chunk(this, skb)));
         if r.is_err() {
             // A read error is the socket's; the CM sees it through state_change/error_report.
         }
@@ -484,12 +476,12 @@ impl Conn {
         if !self.rx_pending.swap(false, AcqRel) || self.stopped.load(Acquire) {
             return;
         }
-        let Some((qp, sock)) = self.qp_sock() else {
+        let Some(sock) = self.sock() else {
             return;
         };
         let mut g = sock.lock();
         let b = self.as_arc_borrow();
-        let _ = g.read_sock(|skb| Ok(crate::rx::rx_chunk(b, &qp, skb)));
+        let _ = g.read_sock(|skb| Ok(crate::rx::rx_chunk(b, skb)));
     }
 
     /// Socket callback: send space became available. Any context; does not sleep.
@@ -513,9 +505,15 @@ impl Conn {
     pub(crate) fn stop(&self) {
         self.stopped.store(true, Release);
         // No RX chunk is processed after this.
-        self.rx.lock().stopped = true;
+        let rx_qp = {
+            let mut rx = self.rx.lock();
+            rx.stopped = true;
+            rx.qp.take()
+        };
+        drop(rx_qp);
         // Wait for a running TX work item; later ones see `stopped`.
         let mut tx = self.tx.lock();
+        let tx_sock = tx.sock.take();
         let links = self.links.lock().take();
         if let Some(l) = &links {
             // Without a connection nothing the engines hold can complete any more (the QP
@@ -526,6 +524,7 @@ impl Conn {
             }
         }
         drop(tx);
+        drop(tx_sock);
         drop(links);
         // Queued work items hold a reference to `self` and run module code: wait for them.
         let mut n = 0u32;

@@ -95,7 +95,10 @@ use kernel::{
     net::tcp::SkbData,
     prelude::*,
     rdma::object::Qp,
-    sync::ArcBorrow, //
+    sync::{
+        aref::ARef,
+        ArcBorrow, //
+    },
 };
 
 /// Completions collected under the RX lock, posted after it. A segment adds at most one to
@@ -138,6 +141,9 @@ pub(crate) struct RxState {
     /// The first segment is the initiator's zero-length Send RTR (MPA-17): it takes no
     /// receive and completes nothing.
     send_rtr: bool,
+    /// The connection's QP, until [`Conn::stop`]: here, under the lock the engine takes
+    /// anyway, it costs `data_ready` no lookup.
+    pub(crate) qp: Option<ARef<Qp<RsiwDevice>>>,
     /// Set by [`Conn::stop`]: nothing is processed any more.
     pub(crate) stopped: bool,
 }
@@ -172,7 +178,11 @@ type Fail = Option<Terminate>;
 impl RxState {
     /// A fresh engine around `parser`; `rtr` holds the RTR options offered to the initiator
     /// if we are the responder of a peer-to-peer connection.
-    pub(crate) fn new(parser: RxParser<KernelCrc32c>, rtr: Option<RtrSet>) -> Result<Self> {
+    pub(crate) fn new(
+        parser: RxParser<KernelCrc32c>,
+        rtr: Option<RtrSet>,
+        qp: ARef<Qp<RsiwDevice>>,
+    ) -> Result<Self> {
         Ok(Self {
             parser,
             untagged: RxUntagged::new(),
@@ -183,6 +193,7 @@ impl RxState {
             first_done: false,
             rtr,
             send_rtr: false,
+            qp: Some(qp),
             stopped: false,
         })
     }
@@ -626,9 +637,9 @@ fn push_rq(out: &mut Outbox, c: Completion) {
     }
 }
 
-/// The read actor: processes a run of received bytes of `qp`'s connection. Returns how many
+/// The read actor: processes a run of received bytes of the connection. Returns how many
 /// bytes were consumed; `tcp_read_sock()` calls again for the rest. Atomic context.
-pub(crate) fn rx_chunk(conn: ArcBorrow<'_, Conn>, qp: &Qp<RsiwDevice>, skb: &SkbData<'_>) -> usize {
+pub(crate) fn rx_chunk(conn: ArcBorrow<'_, Conn>, skb: &SkbData<'_>) -> usize {
     let mut out = Outbox {
         sq: [(0, 0, 0, 0); OUTBOX],
         nsq: 0,
@@ -637,16 +648,21 @@ pub(crate) fn rx_chunk(conn: ArcBorrow<'_, Conn>, qp: &Qp<RsiwDevice>, skb: &Skb
         kick: false,
         fail: None,
     };
-    let consumed = {
+    let (consumed, qp) = {
         let mut rx = conn.rx.lock();
         if rx.stopped {
             return 0;
         }
-        if rx.failed || !matches!(qp.state(), QpState::Rts | QpState::Closing) {
+        // Completions are posted after the lock is dropped, and `stop` may take the QP
+        // meanwhile.
+        let Some(qp) = rx.qp.clone() else {
+            return 0;
+        };
+        let n = if rx.failed || !matches!(qp.state(), QpState::Rts | QpState::Closing) {
             // Dropped: the connection is failing or the QP left RTS.
             skb.len()
         } else {
-            match rx.process(&conn, qp, skb, &mut out) {
+            match rx.process(&conn, &qp, skb, &mut out) {
                 Ok(n) => n,
                 Err((n, f)) => {
                     rx.failed = true;
@@ -655,13 +671,14 @@ pub(crate) fn rx_chunk(conn: ArcBorrow<'_, Conn>, qp: &Qp<RsiwDevice>, skb: &Skb
                     skb.len()
                 }
             }
-        }
+        };
+        (n, qp)
     };
     for &(id, opcode, st, bytes) in out.sq.iter().take(out.nsq) {
-        RsiwQp::complete_sq(qp, id, opcode, st, bytes);
+        RsiwQp::complete_sq(&qp, id, opcode, st, bytes);
     }
     for c in out.rq.iter().take(out.nrq).flatten() {
-        RsiwQp::complete_rq(qp, c);
+        RsiwQp::complete_rq(&qp, c);
     }
     if let Some(term) = out.fail {
         Conn::fail(conn, term);

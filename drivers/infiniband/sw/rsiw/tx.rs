@@ -216,11 +216,14 @@ pub(crate) struct TxState {
     rtr: Option<RtrKind>,
     /// The connection failed; nothing is sent any more.
     pub(crate) dead: bool,
+    /// The connection's socket, until [`Conn::stop`]: here, under the mutex a pass takes
+    /// anyway, it costs the doorbell no lookup.
+    pub(crate) sock: Option<Arc<TcpSocket>>,
 }
 
 impl TxState {
-    /// A fresh engine; `rtr` is the RTR message to send first.
-    pub(crate) fn new(rtr: Option<RtrKind>) -> Result<Self> {
+    /// A fresh engine sending on `sock`; `rtr` is the RTR message to send first.
+    pub(crate) fn new(rtr: Option<RtrKind>, sock: Arc<TcpSocket>) -> Result<Self> {
         Ok(Self {
             msn: TxMsn::new(),
             cur: None,
@@ -232,6 +235,7 @@ impl TxState {
             deferred: None,
             rtr,
             dead: false,
+            sock: Some(sock),
         })
     }
 
@@ -965,10 +969,10 @@ impl Conn {
         if self.stopped.load(Acquire) {
             return;
         }
-        let Some((qp, sock)) = self.qp_sock() else {
+        let Some(qp) = self.qp() else {
             return;
         };
-        self.tx_pass(&qp, &sock, false);
+        self.tx_pass(&qp, false);
     }
 
     /// Sends in the calling context: the doorbell of a user QP, as `siw_post_send()` does
@@ -977,19 +981,16 @@ impl Conn {
     /// is full, the work item (now or after `write_space`) sends instead. Process context,
     /// may sleep.
     ///
-    /// `qp` is the doorbell's QP, which the caller holds: only the socket is looked up.
+    /// `qp` is the doorbell's QP, which the caller holds; the socket is the engine's.
     pub(crate) fn tx_inline(self: &Arc<Self>, qp: &Qp<RsiwDevice>) {
         if self.tx_blocked.load(Acquire) || self.stopped.load(Acquire) {
             return;
         }
-        let Some(sock) = self.sock() else {
-            return;
-        };
-        self.tx_pass(qp, &sock, true);
+        self.tx_pass(qp, true);
     }
 
     /// One pass of the TX engine: the work item, or `inline` from [`Conn::tx_inline`].
-    fn tx_pass(self: &Arc<Self>, qp: &Qp<RsiwDevice>, sock: &TcpSocket, inline: bool) {
+    fn tx_pass(self: &Arc<Self>, qp: &Qp<RsiwDevice>, inline: bool) {
         let mut tx = if inline {
             match self.tx.try_lock() {
                 Some(g) => g,
@@ -1006,8 +1007,18 @@ impl Conn {
         if self.stopped.load(Acquire) || tx.dead {
             return;
         }
+        // Out of the engine for the pass, and back after it: `stop` takes it under the mutex
+        // this pass holds.
+        let Some(sock) = tx.sock.take() else {
+            return;
+        };
+        self.tx_pass_locked(qp, &mut tx, &sock);
+        tx.sock = Some(sock);
+    }
+
+    fn tx_pass_locked(self: &Arc<Self>, qp: &Qp<RsiwDevice>, tx: &mut TxState, sock: &TcpSocket) {
         if self.fatal_hint.load(Acquire) {
-            self.fatal(qp, &mut tx, sock);
+            self.fatal(qp, tx, sock);
             return;
         }
         if self.rtr_seen.swap(false, AcqRel) {
@@ -1018,7 +1029,7 @@ impl Conn {
         match qp.state() {
             QpState::Error => {
                 tx.dead = true;
-                self.flush_inflight(qp, &mut tx);
+                self.flush_inflight(qp, tx);
                 return;
             }
             QpState::Rts | QpState::Closing => {}
@@ -1051,7 +1062,7 @@ impl Conn {
                         self.fatal_hint.store(true, Release);
                     }
                 }
-                self.fatal(qp, &mut tx, sock);
+                self.fatal(qp, tx, sock);
             }
         }
     }
