@@ -79,8 +79,12 @@ fn tab(t: &[u32; 256], idx: u32) -> u32 {
 /// Software CRC32c register update (slicing-by-8), usable in any context.
 pub fn crc32c_sw(mut crc: u32, data: &[u8]) -> u32 {
     let [t0, t1, t2, t3, t4, t5, t6, t7] = &TABLES;
-    let (blocks, rest) = data.as_chunks::<8>();
-    for b in blocks {
+    // `chunks_exact` rather than `as_chunks`: the latter needs Rust 1.88, the kernel 1.85.
+    let mut blocks = data.chunks_exact(8);
+    for b in blocks.by_ref() {
+        let Ok(b) = <&[u8; 8]>::try_from(b) else {
+            break;
+        };
         let lo = crc ^ u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         let hi = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
         crc = tab(t7, lo)
@@ -92,7 +96,7 @@ pub fn crc32c_sw(mut crc: u32, data: &[u8]) -> u32 {
             ^ tab(t1, hi >> 16)
             ^ tab(t0, hi >> 24);
     }
-    for &b in rest {
+    for &b in blocks.remainder() {
         crc = tab(t0, crc ^ u32::from(b)) ^ (crc >> 8);
     }
     crc
