@@ -204,6 +204,8 @@ impl RxState {
         self.rqe.take().map(|r| r.id)
     }
 
+    #[cold]
+    #[inline(never)]
     fn term(&self, code: TermCode, echo: TermEcho) -> Fail {
         Some(self.parser.terminate_for(code, echo))
     }
@@ -308,35 +310,12 @@ impl RxState {
                 }
             }
             (Opcode::ReadResponse, WirePlacement::Tagged { stag, to }) => {
-                let r = conn.shared.lock().ord.on_read_response(
-                    stag,
-                    to,
-                    seg.payload_len,
-                    seg.hdr.last,
-                );
-                if let Err(c) = r {
-                    return Err(self.term(c, TermEcho::Ddp));
-                }
-                if len > 0 {
-                    match mem.check(conn.pd, stag, Rights::LOCAL_WRITE, to, len) {
-                        Ok(p) => self.target = Target::Tagged(p),
-                        Err(f) => {
-                            let (c, e) = access_error(AccessTarget::Write, f);
-                            return Err(self.term(c, e));
-                        }
-                    }
-                }
+                self.read_response_segment(conn, qp, seg, stag, to)?;
             }
             (Opcode::Send, WirePlacement::Untagged { qn: QN_SEND, .. })
                 if self.send_rtr && !self.first_done && seg.hdr.last && len == 0 =>
             {
-                // The initiator's zero-length Send RTR (MPA-17, T-13): it must carry MSN 1
-                // and MO 0, and advances the expected MSN; no receive is taken, so the end
-                // of the segment completes nothing. The ULP's first Send is MSN 2.
-                self.send_rtr = false;
-                if let Err(c) = self.untagged.check(seg, Some(0)) {
-                    return Err(self.term(c, TermEcho::Ddp));
-                }
+                self.send_rtr_segment(seg)?;
             }
             (
                 Opcode::Send | Opcode::SendInv | Opcode::SendSe | Opcode::SendSeInv,
@@ -363,6 +342,52 @@ impl RxState {
                     TermEcho::Ddp,
                 ))
             }
+        }
+        Ok(())
+    }
+
+    /// A Read Response segment's header: it must continue the oldest outstanding Read, into
+    /// memory we may write. Out of line: rare on the paths that must be short.
+    #[inline(never)]
+    fn read_response_segment(
+        &mut self,
+        conn: &Conn,
+        qp: &Qp<RsiwDevice>,
+        seg: &Segment,
+        stag: u32,
+        to: u64,
+    ) -> Result<(), Fail> {
+        let len = u64::from(seg.payload_len);
+        let mem = qp.device().mem();
+        let r = conn
+            .shared
+            .lock()
+            .ord
+            .on_read_response(stag, to, seg.payload_len, seg.hdr.last);
+        if let Err(c) = r {
+            return Err(self.term(c, TermEcho::Ddp));
+        }
+        if len > 0 {
+            match mem.check(conn.pd, stag, Rights::LOCAL_WRITE, to, len) {
+                Ok(p) => self.target = Target::Tagged(p),
+                Err(f) => {
+                    let (c, e) = access_error(AccessTarget::Write, f);
+                    return Err(self.term(c, e));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The initiator's zero-length Send RTR. Out of line: once per connection.
+    #[inline(never)]
+    fn send_rtr_segment(&mut self, seg: &Segment) -> Result<(), Fail> {
+        // The initiator's zero-length Send RTR (MPA-17, T-13): it must carry MSN 1
+        // and MO 0, and advances the expected MSN; no receive is taken, so the end
+        // of the segment completes nothing. The ULP's first Send is MSN 2.
+        self.send_rtr = false;
+        if let Err(c) = self.untagged.check(seg, Some(0)) {
+            return Err(self.term(c, TermEcho::Ddp));
         }
         Ok(())
     }
@@ -426,35 +451,7 @@ impl RxState {
             }
         }
         match hdr.opcode {
-            Opcode::ReadResponse if hdr.last => {
-                let mut sh = conn.shared.lock();
-                while sh.ord.pop_completed().is_some() {
-                    let Some(w) = sh.orq.pop() else {
-                        break;
-                    };
-                    let mut st = status::SUCCESS;
-                    if w.opcode == op::READ_LOCAL_INV
-                        && qp
-                            .device()
-                            .mem()
-                            .invalidate(conn.pd, w.sink.lkey, false)
-                            .is_err()
-                    {
-                        st = status::LOC_QP_OP_ERR;
-                    }
-                    if let (Some(id), true) = (w.id, w.signalled || st != status::SUCCESS) {
-                        if out.nsq < OUTBOX {
-                            out.sq[out.nsq] = (id, w.opcode, st, w.len);
-                            out.nsq += 1;
-                        }
-                    }
-                }
-                // Wake TX only if it waits for this (a work queue round trip per Read
-                // otherwise: the bulk of a small Read's latency).
-                if core::mem::take(&mut sh.tx_waits_read) {
-                    out.kick = true;
-                }
-            }
+            Opcode::ReadResponse if hdr.last => self.read_response_end(conn, qp, out),
             Opcode::Send | Opcode::SendInv | Opcode::SendSe | Opcode::SendSeInv if hdr.last => {
                 let mo = match hdr.placement {
                     WirePlacement::Untagged { mo, .. } => mo,
@@ -483,63 +480,95 @@ impl RxState {
                 let se = hdr.opcode.is_solicited();
                 push_rq(out, completion(id, status::SUCCESS, bytes, inval, se));
             }
-            Opcode::ReadRequest => {
-                let EndBody::ReadRequest(r) = body else {
-                    return Err(self.term(
-                        TermCode::operation(RdmapCode::CatastrophicStream),
-                        TermEcho::Ddp,
-                    ));
-                };
-                if r.size > 0 {
-                    if let Err(f) = qp.device().mem().check(
-                        conn.pd,
-                        r.src_stag,
-                        Rights::REMOTE_READ,
-                        r.src_to,
-                        u64::from(r.size),
-                    ) {
-                        let (c, e) = access_error(AccessTarget::ReadRequest, f);
-                        return Err(self.term(c, e));
-                    }
-                }
-                let mut sh = conn.shared.lock();
-                if let Err(c) = sh.ird.take() {
-                    drop(sh);
-                    return Err(self.term(c, TermEcho::DdpAndRdma));
-                }
-                let req = InRead {
-                    sink_stag: r.sink_stag,
-                    sink_to: r.sink_to,
-                    size: r.size,
-                    src_stag: r.src_stag,
-                    src_to: r.src_to,
-                };
-                if sh.irq.push(req).is_err() {
-                    drop(sh);
-                    return Err(self.term(
-                        TermCode::operation(RdmapCode::CatastrophicStream),
-                        TermEcho::DdpAndRdma,
-                    ));
-                }
-                conn.irq_hint.store(true, Release);
-                out.kick = true;
-            }
-            Opcode::Terminate => {
-                // The peer terminated: fail without answering (RFC 5040 6.1).
-                if let EndBody::Terminate(c) = body {
-                    pr_info!(
-                        "rsiw: QP {}: Terminate received: layer {} type {} code {:#x}\n",
-                        conn.qpn,
-                        c.layer,
-                        c.etype,
-                        c.ecode
-                    );
-                    conn.shared.lock().peer_term = Some(peer_term_status(c));
-                }
-                return Err(None);
-            }
+            Opcode::ReadRequest => self.read_request_end(conn, qp, body, out)?,
+            Opcode::Terminate => return Err(terminated(conn, body)),
             _ => {}
         }
+        Ok(())
+    }
+
+    /// The last segment of a Read Response ended: completes the Reads it finished. Out of
+    /// line: rare on the paths that must be short.
+    #[inline(never)]
+    fn read_response_end(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>, out: &mut Outbox) {
+        let mut sh = conn.shared.lock();
+        while sh.ord.pop_completed().is_some() {
+            let Some(w) = sh.orq.pop() else {
+                break;
+            };
+            let mut st = status::SUCCESS;
+            if w.opcode == op::READ_LOCAL_INV
+                && qp
+                    .device()
+                    .mem()
+                    .invalidate(conn.pd, w.sink.lkey, false)
+                    .is_err()
+            {
+                st = status::LOC_QP_OP_ERR;
+            }
+            if let (Some(id), true) = (w.id, w.signalled || st != status::SUCCESS) {
+                if out.nsq < OUTBOX {
+                    out.sq[out.nsq] = (id, w.opcode, st, w.len);
+                    out.nsq += 1;
+                }
+            }
+        }
+        // Wake TX only if it waits for this (a work queue round trip per Read
+        // otherwise: the bulk of a small Read's latency).
+        if core::mem::take(&mut sh.tx_waits_read) {
+            out.kick = true;
+        }
+    }
+
+    /// A Read Request ended: checks the source and queues it for the TX engine within IRD.
+    /// Out of line: rare on the paths that must be short.
+    #[inline(never)]
+    fn read_request_end(
+        &mut self,
+        conn: &Conn,
+        qp: &Qp<RsiwDevice>,
+        body: EndBody,
+        out: &mut Outbox,
+    ) -> Result<(), Fail> {
+        let EndBody::ReadRequest(r) = body else {
+            return Err(self.term(
+                TermCode::operation(RdmapCode::CatastrophicStream),
+                TermEcho::Ddp,
+            ));
+        };
+        if r.size > 0 {
+            if let Err(f) = qp.device().mem().check(
+                conn.pd,
+                r.src_stag,
+                Rights::REMOTE_READ,
+                r.src_to,
+                u64::from(r.size),
+            ) {
+                let (c, e) = access_error(AccessTarget::ReadRequest, f);
+                return Err(self.term(c, e));
+            }
+        }
+        let mut sh = conn.shared.lock();
+        if let Err(c) = sh.ird.take() {
+            drop(sh);
+            return Err(self.term(c, TermEcho::DdpAndRdma));
+        }
+        let req = InRead {
+            sink_stag: r.sink_stag,
+            sink_to: r.sink_to,
+            size: r.size,
+            src_stag: r.src_stag,
+            src_to: r.src_to,
+        };
+        if sh.irq.push(req).is_err() {
+            drop(sh);
+            return Err(self.term(
+                TermCode::operation(RdmapCode::CatastrophicStream),
+                TermEcho::DdpAndRdma,
+            ));
+        }
+        conn.irq_hint.store(true, Release);
+        out.kick = true;
         Ok(())
     }
 
@@ -617,6 +646,24 @@ impl RxState {
         }
         Ok(pos)
     }
+}
+
+/// The peer terminated: fails the connection without answering (RFC 5040 6.1).
+#[cold]
+#[inline(never)]
+fn terminated(conn: &Conn, body: EndBody) -> Fail {
+    // The peer terminated: fail without answering (RFC 5040 6.1).
+    if let EndBody::Terminate(c) = body {
+        pr_info!(
+            "rsiw: QP {}: Terminate received: layer {} type {} code {:#x}\n",
+            conn.qpn,
+            c.layer,
+            c.etype,
+            c.ecode
+        );
+        conn.shared.lock().peer_term = Some(peer_term_status(c));
+    }
+    None
 }
 
 fn completion(id: u64, st: u16, bytes: u32, inval: Option<u32>, solicited: bool) -> Completion {

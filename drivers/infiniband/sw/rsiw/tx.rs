@@ -367,47 +367,10 @@ impl TxState {
         qp: &Qp<RsiwDevice>,
         mulpdu: u16,
     ) -> Result<bool, Fatal> {
-        let seg = |msg: TxMessage| Segmenter::new(msg, mulpdu).map_err(|_| Fatal::local(None));
         if let Some(kind) = self.rtr.take() {
-            // A zero-length Write is tagged: it consumes no MSN (taking one of QN 0 would make
-            // the ULP's first Send arrive with MSN 2, which the peer terminates, 1/2/03).
-            let msn = match kind {
-                RtrKind::Read => self.msn.take(QN_READ_REQ).ok_or(Fatal::local(None))?,
-                RtrKind::Send => self.msn.take(QN_SEND).ok_or(Fatal::local(None))?,
-                RtrKind::Write => 0,
-            };
-            if kind == RtrKind::Read {
-                let req = Request::Read {
-                    sink_stag: 1,
-                    sink_to: 0,
-                    size: 0,
-                };
-                let mut sh = conn.shared.lock();
-                if !issue_read(&mut sh, req, OrqWr::default()) {
-                    return Err(Fatal::local(None));
-                }
-            }
-            self.src = Src::None;
-            self.cur = Some(TxMsg {
-                seg: seg(rtr_message(kind, msn))?,
-                mulpdu,
-                done: Done::Nothing,
-            });
-            return Ok(true);
+            return self.start_rtr(conn, kind, mulpdu);
         }
-        let rr = if conn.irq_hint.load(Acquire) {
-            let mut sh = conn.shared.lock();
-            let r = sh.irq.pop();
-            if sh.irq.len() == 0 {
-                conn.irq_hint.store(false, Release);
-            }
-            r
-        } else {
-            None
-        };
-        if let Some(r) = rr {
-            self.src = Src::Remote(r.src_stag, r.src_to);
-            self.cur = Some(read_response(r, mulpdu)?);
+        if conn.irq_hint.load(Acquire) && self.start_read_response(conn, mulpdu)? {
             return Ok(true);
         }
         // The SQE stays in `pending` and is used where it is (it is too large to move on
@@ -428,38 +391,10 @@ impl TxState {
             let Some(sqe) = &self.pending else {
                 return Ok(false);
             };
-            match sqe.opcode {
-                op::INVAL_STAG => {
-                    // A local operation, completed in send queue order.
-                    let (id, opcode, rkey, fl) = (sqe.id, sqe.opcode, sqe.rkey, sqe.flags);
-                    self.pending = None;
-                    if qp.device().mem().invalidate(conn.pd, rkey, false).is_err() {
-                        return Err(Fatal {
-                            wr: Some((id, opcode, status::LOC_PROT_ERR)),
-                            term: None,
-                        });
-                    }
-                    if fl & flags::SIGNALLED != 0 {
-                        RsiwQp::complete_sq(qp, id, opcode, status::SUCCESS, 0);
-                    }
-                }
-                op::REG_MR => {
-                    // Fast registration, a local operation completed in send queue order.
-                    let r = RegMr::from_sqe(sqe);
-                    let (id, opcode, fl) = (sqe.id, sqe.opcode, sqe.flags);
-                    self.pending = None;
-                    if qp.device().mem().reg_mr(conn.pd, &r).is_err() {
-                        return Err(Fatal {
-                            wr: Some((id, opcode, status::LOC_QP_OP_ERR)),
-                            term: None,
-                        });
-                    }
-                    if fl & flags::SIGNALLED != 0 {
-                        RsiwQp::complete_sq(qp, id, opcode, status::SUCCESS, 0);
-                    }
-                }
-                _ => break,
+            if !matches!(sqe.opcode, op::INVAL_STAG | op::REG_MR) {
+                break;
             }
+            self.local_op(conn, qp)?;
         }
         let r = self.start_sqe(conn, qp, mulpdu);
         if !matches!(r, Ok(false)) {
@@ -467,6 +402,178 @@ impl TxState {
             self.pending = None;
         }
         r
+    }
+
+    /// Starts the peer-to-peer RTR message (MPA-17). Out of line: once per connection.
+    #[inline(never)]
+    fn start_rtr(&mut self, conn: &Conn, kind: RtrKind, mulpdu: u16) -> Result<bool, Fatal> {
+        let seg = |msg: TxMessage| Segmenter::new(msg, mulpdu).map_err(|_| Fatal::local(None));
+        // A zero-length Write is tagged: it consumes no MSN (taking one of QN 0 would make
+        // the ULP's first Send arrive with MSN 2, which the peer terminates, 1/2/03).
+        let msn = match kind {
+            RtrKind::Read => self.msn.take(QN_READ_REQ).ok_or(Fatal::local(None))?,
+            RtrKind::Send => self.msn.take(QN_SEND).ok_or(Fatal::local(None))?,
+            RtrKind::Write => 0,
+        };
+        if kind == RtrKind::Read {
+            let req = Request::Read {
+                sink_stag: 1,
+                sink_to: 0,
+                size: 0,
+            };
+            let mut sh = conn.shared.lock();
+            if !issue_read(&mut sh, req, OrqWr::default()) {
+                return Err(Fatal::local(None));
+            }
+        }
+        self.src = Src::None;
+        self.cur = Some(TxMsg {
+            seg: seg(rtr_message(kind, msn))?,
+            mulpdu,
+            done: Done::Nothing,
+        });
+        Ok(true)
+    }
+
+    /// Starts the Read Response to the oldest Read Request queued by RX, if any. Out of line:
+    /// rare on the paths that must be short.
+    #[inline(never)]
+    fn start_read_response(&mut self, conn: &Conn, mulpdu: u16) -> Result<bool, Fatal> {
+        let rr = {
+            let mut sh = conn.shared.lock();
+            let r = sh.irq.pop();
+            if sh.irq.len() == 0 {
+                conn.irq_hint.store(false, Release);
+            }
+            r
+        };
+        let Some(r) = rr else {
+            return Ok(false);
+        };
+        self.src = Src::Remote(r.src_stag, r.src_to);
+        self.cur = Some(read_response(r, mulpdu)?);
+        Ok(true)
+    }
+
+    /// Carries out the local operation (Local Invalidate, Fast Registration) in `pending`, in
+    /// send queue order. Out of line: rare on the paths that must be short.
+    #[inline(never)]
+    fn local_op(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>) -> Result<(), Fatal> {
+        let Some(sqe) = &self.pending else {
+            return Ok(());
+        };
+        match sqe.opcode {
+            op::INVAL_STAG => {
+                // A local operation, completed in send queue order.
+                let (id, opcode, rkey, fl) = (sqe.id, sqe.opcode, sqe.rkey, sqe.flags);
+                self.pending = None;
+                if qp.device().mem().invalidate(conn.pd, rkey, false).is_err() {
+                    return Err(Fatal {
+                        wr: Some((id, opcode, status::LOC_PROT_ERR)),
+                        term: None,
+                    });
+                }
+                if fl & flags::SIGNALLED != 0 {
+                    RsiwQp::complete_sq(qp, id, opcode, status::SUCCESS, 0);
+                }
+            }
+            op::REG_MR => {
+                // Fast registration, a local operation completed in send queue order.
+                let r = RegMr::from_sqe(sqe);
+                let (id, opcode, fl) = (sqe.id, sqe.opcode, sqe.flags);
+                self.pending = None;
+                if qp.device().mem().reg_mr(conn.pd, &r).is_err() {
+                    return Err(Fatal {
+                        wr: Some((id, opcode, status::LOC_QP_OP_ERR)),
+                        term: None,
+                    });
+                }
+                if fl & flags::SIGNALLED != 0 {
+                    RsiwQp::complete_sq(qp, id, opcode, status::SUCCESS, 0);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Starts the Read Request of the SQE in `pending`: `Ok(false)` if it waits for an ORD
+    /// credit. Out of line: rare on the paths that must be short.
+    #[inline(never)]
+    fn start_read(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>, mulpdu: u16) -> Result<bool, Fatal> {
+        let seg = |msg: TxMessage| Segmenter::new(msg, mulpdu).map_err(|_| Fatal::local(None));
+        let Some(sqe) = &self.pending else {
+            return Ok(false);
+        };
+        let signalled = sqe.flags & flags::SIGNALLED != 0;
+        let fail = |st: u16| Fatal::local(Some((sqe.id, sqe.opcode, st)));
+        let dev = qp.device();
+        if conn.ord == 0 {
+            // We negotiated not to send Read Requests (siw: EINVAL, LOC_QP_OP_ERR).
+            return Err(fail(status::LOC_QP_OP_ERR));
+        }
+        let sink = sqe.sge[0];
+        let size = if sqe.num_sge == 0 { 0 } else { sink.length };
+        let req = Request::Read {
+            sink_stag: sink.lkey,
+            sink_to: sink.laddr,
+            size,
+        };
+        let wr = OrqWr {
+            id: Some(sqe.id),
+            opcode: read_opcode(sqe.opcode == op::READ_LOCAL_INV),
+            signalled,
+            len: size,
+            sink,
+        };
+        // The sink must be writable by us (the response is placed there).
+        if size > 0 {
+            dev.mem()
+                .check(
+                    conn.pd,
+                    sink.lkey,
+                    Rights::LOCAL_WRITE,
+                    sink.laddr,
+                    u64::from(size),
+                )
+                .map_err(|_| fail(status::LOC_PROT_ERR))?;
+        }
+        let msn = self
+            .msn
+            .peek(QN_READ_REQ)
+            .ok_or(fail(status::LOC_QP_OP_ERR))?;
+        {
+            let mut sh = conn.shared.lock();
+            if !issue_read(&mut sh, req, wr) {
+                sh.tx_waits_read = true;
+                return Ok(false);
+            }
+        }
+        let _ = self.msn.take(QN_READ_REQ);
+        let msg = TxMessage {
+            opcode: Opcode::ReadRequest,
+            placement: WirePlacement::Untagged {
+                inv_stag: 0,
+                qn: QN_READ_REQ,
+                msn,
+                mo: 0,
+            },
+            body: Body::ReadRequest(ReadRequest {
+                sink_stag: sink.lkey,
+                sink_to: sink.laddr,
+                size,
+                src_stag: sqe.rkey,
+                src_to: sqe.raddr,
+            }),
+            payload_len: 0,
+        };
+        self.src = Src::None;
+        self.cur = Some(TxMsg {
+            seg: seg(msg).map_err(|_| fail(status::LOC_QP_OP_ERR))?,
+            mulpdu,
+            done: Done::Nothing,
+        });
+        Ok(true)
     }
 
     /// Starts the message of the SQE in `pending` (not a local operation): returns `Ok(false)`
@@ -486,78 +593,10 @@ impl TxState {
                 return Ok(false);
             }
         }
-        let dev = qp.device();
-        match sqe.opcode {
-            op::READ | op::READ_LOCAL_INV => {
-                if conn.ord == 0 {
-                    // We negotiated not to send Read Requests (siw: EINVAL, LOC_QP_OP_ERR).
-                    return Err(fail(status::LOC_QP_OP_ERR));
-                }
-                let sink = sqe.sge[0];
-                let size = if sqe.num_sge == 0 { 0 } else { sink.length };
-                let req = Request::Read {
-                    sink_stag: sink.lkey,
-                    sink_to: sink.laddr,
-                    size,
-                };
-                let wr = OrqWr {
-                    id: Some(sqe.id),
-                    opcode: read_opcode(sqe.opcode == op::READ_LOCAL_INV),
-                    signalled,
-                    len: size,
-                    sink,
-                };
-                // The sink must be writable by us (the response is placed there).
-                if size > 0 {
-                    dev.mem()
-                        .check(
-                            conn.pd,
-                            sink.lkey,
-                            Rights::LOCAL_WRITE,
-                            sink.laddr,
-                            u64::from(size),
-                        )
-                        .map_err(|_| fail(status::LOC_PROT_ERR))?;
-                }
-                let msn = self
-                    .msn
-                    .peek(QN_READ_REQ)
-                    .ok_or(fail(status::LOC_QP_OP_ERR))?;
-                {
-                    let mut sh = conn.shared.lock();
-                    if !issue_read(&mut sh, req, wr) {
-                        sh.tx_waits_read = true;
-                        return Ok(false);
-                    }
-                }
-                let _ = self.msn.take(QN_READ_REQ);
-                let msg = TxMessage {
-                    opcode: Opcode::ReadRequest,
-                    placement: WirePlacement::Untagged {
-                        inv_stag: 0,
-                        qn: QN_READ_REQ,
-                        msn,
-                        mo: 0,
-                    },
-                    body: Body::ReadRequest(ReadRequest {
-                        sink_stag: sink.lkey,
-                        sink_to: sink.laddr,
-                        size,
-                        src_stag: sqe.rkey,
-                        src_to: sqe.raddr,
-                    }),
-                    payload_len: 0,
-                };
-                self.src = Src::None;
-                self.cur = Some(TxMsg {
-                    seg: seg(msg).map_err(|_| fail(status::LOC_QP_OP_ERR))?,
-                    mulpdu,
-                    done: Done::Nothing,
-                });
-                return Ok(true);
-            }
-            _ => {}
+        if matches!(sqe.opcode, op::READ | op::READ_LOCAL_INV) {
+            return self.start_read(conn, qp, mulpdu);
         }
+        let dev = qp.device();
         // Send, Send with Invalidate, Write: the payload, into `src` where it is.
         let len = if sqe.flags & flags::INLINE != 0 {
             let len = sqe.sge[0].length as usize;
@@ -1050,20 +1089,26 @@ impl Conn {
                     Conn::kick(self.as_arc_borrow());
                 }
             }
-            Err(f) => {
-                if let Some((id, opcode, st)) = f.wr {
-                    RsiwQp::complete_sq(qp, id, opcode, st, 0);
-                }
-                {
-                    let mut sh = self.shared.lock();
-                    if !sh.fatal {
-                        sh.fatal = true;
-                        sh.term = f.term;
-                        self.fatal_hint.store(true, Release);
-                    }
-                }
-                self.fatal(qp, tx, sock);
+            Err(f) => self.pass_failed(qp, tx, sock, f),
+        }
+    }
+
+    /// A pass found a fatal error: completes its work request, records the error (and its
+    /// Terminate) and handles it.
+    #[cold]
+    #[inline(never)]
+    fn pass_failed(&self, qp: &Qp<RsiwDevice>, tx: &mut TxState, sock: &TcpSocket, f: Fatal) {
+        if let Some((id, opcode, st)) = f.wr {
+            RsiwQp::complete_sq(qp, id, opcode, st, 0);
+        }
+        {
+            let mut sh = self.shared.lock();
+            if !sh.fatal {
+                sh.fatal = true;
+                sh.term = f.term;
+                self.fatal_hint.store(true, Release);
             }
         }
+        self.fatal(qp, tx, sock);
     }
 }
