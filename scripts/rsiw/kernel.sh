@@ -108,24 +108,40 @@ prepare() {
 	mv "$new_overlay" "$state/overlay"
 }
 
+# The rustup toolchain a variant builds with (empty: the default one).
+rust_of() {
+	[ "$1" = bench ] && echo "$RSIW_BENCH_RUST"
+	return 0
+}
+
 kmake() {
-	local variant=$1
+	local variant=$1 rust env=()
 	shift
-	make -C "$RSIW_TREE" O="$(rsiw_build_dir "$variant")" LLVM="$RSIW_LLVM" \
+	rust=$(rust_of "$variant")
+	[ -z "$rust" ] || env=(RUSTUP_TOOLCHAIN="$rust")
+	env "${env[@]}" make -C "$RSIW_TREE" O="$(rsiw_build_dir "$variant")" LLVM="$RSIW_LLVM" \
 		-j"$(nproc)" -s "$@"
 }
 
 configure() {
-	local variant=$1 build frags stamp want
+	local variant=$1 build frags stamp want rust
 	build=$(rsiw_build_dir "$variant")
 	case "$variant" in
 	debug) frags=(rsiw.config rsiw-debug.config rsiw-kasan.config) ;;
 	light) frags=(rsiw.config rsiw-debug.config) ;;
-	bench) frags=(rsiw.config) ;;
+	bench) frags=(rsiw.config rsiw-bench.config) ;;
 	*) rsiw_die "unknown kernel variant $variant (debug, light or bench)" ;;
 	esac
 	mkdir -p "$build"
-	want=$(cd "$RSIW_TOP/kernel/configs" && cat "${frags[@]}" | sha256sum | cut -d' ' -f1)
+	rust=$(rust_of "$variant")
+	if [ -n "$rust" ] && ! rustup component list --toolchain "$rust" --installed 2>/dev/null |
+		grep -q '^rust-src'; then
+		rsiw_log "installing Rust $rust (rust-src) for the $variant kernel"
+		rustup toolchain install "$rust" --profile minimal --component rust-src ||
+			rsiw_die "cannot install Rust $rust"
+	fi
+	want=$( (cd "$RSIW_TOP/kernel/configs" && cat "${frags[@]}" && echo "rust ${rust:-default}") |
+		sha256sum | cut -d' ' -f1)
 	stamp="$build/.rsiw-config"
 	if [ -f "$build/.config" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
 		return 0

@@ -22,6 +22,12 @@ rsiw_build_dir() { echo "$RSIW_CACHE/build-${1:-$RSIW_VARIANT}"; }
 # Clang 19 from Debian 12 builds the C side, so KASAN works with Rust.
 RSIW_LLVM=${RSIW_LLVM:--19}
 
+# The bench kernel's Rust compiler: one on LLVM 19 like clang-19, so that
+# CONFIG_RUST_INLINE_HELPERS can inline the C helpers into Rust code (rustc
+# 1.86 is the last on LLVM 19; the kernel needs 1.85). Installed with rustup
+# when the bench kernel is first configured. Empty: the default toolchain.
+RSIW_BENCH_RUST=${RSIW_BENCH_RUST-1.86.0}
+
 export PATH="$HOME/.cargo/bin:$PATH"
 
 rsiw_log() { printf '[rsiw] %s\n' "$*" >&2; }
