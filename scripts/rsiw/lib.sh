@@ -25,7 +25,7 @@ RSIW_LLVM=${RSIW_LLVM:--19}
 # The bench kernel's Rust compiler: one on LLVM 19 like clang-19, so that
 # CONFIG_RUST_INLINE_HELPERS can inline the C helpers into Rust code (rustc
 # 1.86 is the last on LLVM 19; the kernel needs 1.85). Installed with rustup
-# when the bench kernel is first configured. Empty: the default toolchain.
+# when the bench kernel is first configured.
 RSIW_BENCH_RUST=${RSIW_BENCH_RUST-1.86.0}
 
 export PATH="$HOME/.cargo/bin:$PATH"
