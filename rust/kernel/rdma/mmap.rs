@@ -122,19 +122,32 @@ impl SharedBuf {
     /// [`Self::load_acquire_u16`] (or `_u32`).
     #[inline]
     pub fn read<E: zerocopy::FromBytes + zerocopy::IntoBytes>(&self, off: usize) -> Option<E> {
+        let mut v = E::new_zeroed();
+        self.read_into(off, &mut v)?;
+        Some(v)
+    }
+
+    /// Copies the element of type `E` at byte offset `off` into `v`, as [`Self::read`] does,
+    /// for a caller that keeps a buffer for it: a large element is then not moved again after
+    /// the copy. On `None` (bad alignment, size or bounds) `v` is unchanged.
+    #[inline]
+    pub fn read_into<E: zerocopy::FromBytes + zerocopy::IntoBytes>(
+        &self,
+        off: usize,
+        v: &mut E,
+    ) -> Option<()> {
         let size = core::mem::size_of::<E>();
         if size % 8 != 0 {
             return None;
         }
         let p = self.at(off, size, 8)?;
-        let mut v = E::new_zeroed();
         for (i, chunk) in v.as_mut_bytes().chunks_exact_mut(8).enumerate() {
             // SAFETY: `at()` checked that the `size` bytes at `p` are in bounds and that `p` is
             // 8-byte aligned; `i * 8 + 8 <= size`.
             let w = unsafe { Self::load_word(p.add(i * 8)) };
             chunk.copy_from_slice(&w.to_ne_bytes());
         }
-        Some(v)
+        Some(())
     }
 
     /// Writes the element `e` at byte offset `off`, one relaxed 64-bit store per word.

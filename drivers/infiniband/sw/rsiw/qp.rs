@@ -884,32 +884,34 @@ impl RsiwQp {
         Ok(())
     }
 
-    /// Takes the next SQE off the send queue for the TX engine: copied once, then validated.
+    /// Takes the next SQE off the send queue for the TX engine: copied once into `sqe`, then
+    /// validated.
     ///
     /// Returns `None` if the queue is empty, `Some(Err((id, opcode, status)))` for an invalid
     /// SQE (already released; complete it with that status and move the QP to ERROR).
     #[allow(dead_code)]
-    pub(crate) fn next_sqe(&self) -> Option<Result<Sqe, (u64, u8, u16)>> {
+    pub(crate) fn next_sqe(&self, sqe: &mut Sqe) -> Option<Result<(), (u64, u8, u16)>> {
         let mut idx = self.sq_idx.lock();
         let get = idx.get;
         if !self.sq.is_valid(get) {
             return None;
         }
-        let sqe = self.sq.read(get)?;
+        // Into the caller's buffer: the 120 bytes are not moved again.
+        self.sq.read_into(get, sqe)?;
         self.sq.release(get);
         idx.get = get.wrapping_add(1);
-        Some(match check_sqe(&sqe, self.caps.sq_max_sge, self.user) {
-            Ok(_) => Ok(sqe),
+        Some(match check_sqe(sqe, self.caps.sq_max_sge, self.user) {
+            Ok(_) => Ok(()),
             Err(e) => Err((sqe.id, sanitise_opcode(sqe.opcode), e.status())),
         })
     }
 
     /// Takes the next RQE off the receive queue (or the SRQ) for the RX engine, validated.
     #[allow(dead_code)]
-    pub(crate) fn next_rqe(qp: &Qp<RsiwDevice>) -> Option<Result<Rqe, (u64, u16)>> {
+    pub(crate) fn next_rqe(qp: &Qp<RsiwDevice>, rqe: &mut Rqe) -> Option<Result<(), (u64, u16)>> {
         let this: &RsiwQp = qp;
         if let Some(srq) = qp.srq() {
-            return RsiwSrq::next_rqe(srq);
+            return RsiwSrq::next_rqe(srq).map(|r| r.map(|e| *rqe = e));
         }
         let rq = this.rq.as_ref()?;
         let mut idx = this.rq_idx.lock();
@@ -917,11 +919,12 @@ impl RsiwQp {
         if !rq.is_valid(get) {
             return None;
         }
-        let rqe = rq.read(get)?;
+        // Into the caller's buffer: the 112 bytes are not moved again.
+        rq.read_into(get, rqe)?;
         rq.release(get);
         idx.get = get.wrapping_add(1);
-        Some(match check_rqe(&rqe, this.caps.rq_max_sge) {
-            Ok(_) => Ok(rqe),
+        Some(match check_rqe(rqe, this.caps.rq_max_sge) {
+            Ok(_) => Ok(()),
             Err(e) => Err((rqe.id, e.status())),
         })
     }

@@ -104,6 +104,11 @@ impl<E: FromBytes + IntoBytes + Immutable> Ring<E> {
         self.buf.read(self.off(counter))
     }
 
+    /// Copies the element of the slot of `counter` into `e`.
+    pub(crate) fn read_into(&self, counter: u32, e: &mut E) -> Option<()> {
+        self.buf.read_into(self.off(counter), e)
+    }
+
     /// Writes `e` into the slot of `counter` without publishing it (its `flags` should be 0).
     pub(crate) fn write(&self, counter: u32, e: &E) -> Result {
         self.buf.write(self.off(counter), e)

@@ -87,6 +87,7 @@ use crate::{
     wqe::{
         op,
         status,
+        Rqe,
         NUM_SGE, //
     },
 };
@@ -132,6 +133,8 @@ pub(crate) struct RxState {
     seg: Option<Segment>,
     target: Target,
     rqe: Option<CurRqe>,
+    /// Where the next receive queue element is read to (kept: too large to move around).
+    rqe_buf: Rqe,
     failed: bool,
     /// The first segment ended.
     first_done: bool,
@@ -189,6 +192,7 @@ impl RxState {
             seg: None,
             target: Target::None,
             rqe: None,
+            rqe_buf: Rqe::default(),
             failed: false,
             first_done: false,
             rtr,
@@ -218,14 +222,15 @@ impl RxState {
         out: &mut Outbox,
     ) -> Result<(), Fail> {
         let local = || Some(Terminate::bare(TermCode::rdmap_catastrophic()));
-        let rqe = match RsiwQp::next_rqe(qp) {
+        match RsiwQp::next_rqe(qp, &mut self.rqe_buf) {
             None => return Ok(()),
             Some(Err((id, st))) => {
                 push_rq(out, completion(id, st, 0, None, false));
                 return Err(local());
             }
-            Some(Ok(r)) => r,
-        };
+            Some(Ok(())) => {}
+        }
+        let rqe = &self.rqe_buf;
         let n = usize::from(rqe.num_sge).min(NUM_SGE);
         // Filled in place: a `CurRqe` is too large to move around on every message.
         let cur = self.rqe.insert(CurRqe {

@@ -201,8 +201,11 @@ pub(crate) struct TxState {
     /// Where the payload of `cur` comes from (`Src::None` without `cur`). Apart from `cur`
     /// and filled where it is: an SGL's placements are too large to move on every message.
     src: Src,
-    /// A send queue element taken off the ring that waits for an ORD credit or the fence.
-    pending: Option<Sqe>,
+    /// `sqe` holds a send queue element taken off the ring: it becomes a message, or waits
+    /// for an ORD credit or the fence.
+    pending: bool,
+    /// The send queue element read last (read here in place: too large to move around).
+    sqe: Sqe,
     /// The batch of FPDUs being sent.
     batch: Batch,
     /// The messages ending in the batch, in order: the offset after their last byte and what
@@ -228,7 +231,8 @@ impl TxState {
             msn: TxMsn::new(),
             cur: None,
             src: Src::None,
-            pending: None,
+            pending: false,
+            sqe: Sqe::default(),
             batch: Batch::new(TX_BUF)?,
             done: [(0, Done::Nothing); MAX_DONE],
             ndone: 0,
@@ -250,7 +254,8 @@ impl TxState {
                 RsiwQp::complete_sq(qp, id, opcode, status::WR_FLUSH_ERR, 0);
             }
         }
-        if let Some(s) = self.pending.take() {
+        if core::mem::take(&mut self.pending) {
+            let s = &self.sqe;
             RsiwQp::complete_sq(qp, s.id, s.opcode, status::WR_FLUSH_ERR, 0);
         }
         if let Some((id, opcode, _)) = self.deferred.take().and_then(|f| f.wr) {
@@ -376,8 +381,8 @@ impl TxState {
         // The SQE stays in `pending` and is used where it is (it is too large to move on
         // every message): taken once it becomes a message or fails, kept while it waits.
         loop {
-            if self.pending.is_none() {
-                match qp.next_sqe() {
+            if !self.pending {
+                match qp.next_sqe(&mut self.sqe) {
                     None => return Ok(false),
                     Some(Err(wr)) => {
                         return Err(Fatal {
@@ -385,13 +390,10 @@ impl TxState {
                             term: None,
                         })
                     }
-                    Some(Ok(s)) => self.pending = Some(s),
+                    Some(Ok(())) => self.pending = true,
                 }
             }
-            let Some(sqe) = &self.pending else {
-                return Ok(false);
-            };
-            if !matches!(sqe.opcode, op::INVAL_STAG | op::REG_MR) {
+            if !matches!(self.sqe.opcode, op::INVAL_STAG | op::REG_MR) {
                 break;
             }
             self.local_op(conn, qp)?;
@@ -399,7 +401,7 @@ impl TxState {
         let r = self.start_sqe(conn, qp, mulpdu);
         if !matches!(r, Ok(false)) {
             // A message now, or failed: the SQE is done with.
-            self.pending = None;
+            self.pending = false;
         }
         r
     }
@@ -459,14 +461,15 @@ impl TxState {
     /// send queue order. Out of line: rare on the paths that must be short.
     #[inline(never)]
     fn local_op(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>) -> Result<(), Fatal> {
-        let Some(sqe) = &self.pending else {
+        if !self.pending {
             return Ok(());
-        };
+        }
+        let sqe = &self.sqe;
         match sqe.opcode {
             op::INVAL_STAG => {
                 // A local operation, completed in send queue order.
                 let (id, opcode, rkey, fl) = (sqe.id, sqe.opcode, sqe.rkey, sqe.flags);
-                self.pending = None;
+                self.pending = false;
                 if qp.device().mem().invalidate(conn.pd, rkey, false).is_err() {
                     return Err(Fatal {
                         wr: Some((id, opcode, status::LOC_PROT_ERR)),
@@ -481,7 +484,7 @@ impl TxState {
                 // Fast registration, a local operation completed in send queue order.
                 let r = RegMr::from_sqe(sqe);
                 let (id, opcode, fl) = (sqe.id, sqe.opcode, sqe.flags);
-                self.pending = None;
+                self.pending = false;
                 if qp.device().mem().reg_mr(conn.pd, &r).is_err() {
                     return Err(Fatal {
                         wr: Some((id, opcode, status::LOC_QP_OP_ERR)),
@@ -502,9 +505,10 @@ impl TxState {
     #[inline(never)]
     fn start_read(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>, mulpdu: u16) -> Result<bool, Fatal> {
         let seg = |msg: TxMessage| Segmenter::new(msg, mulpdu).map_err(|_| Fatal::local(None));
-        let Some(sqe) = &self.pending else {
+        if !self.pending {
             return Ok(false);
-        };
+        }
+        let sqe = &self.sqe;
         let signalled = sqe.flags & flags::SIGNALLED != 0;
         let fail = |st: u16| Fatal::local(Some((sqe.id, sqe.opcode, st)));
         let dev = qp.device();
@@ -580,9 +584,10 @@ impl TxState {
     /// if it has to wait (for an ORD credit or the Read fence), `Ok(true)` once it is `cur`.
     fn start_sqe(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>, mulpdu: u16) -> Result<bool, Fatal> {
         let seg = |msg: TxMessage| Segmenter::new(msg, mulpdu).map_err(|_| Fatal::local(None));
-        let Some(sqe) = &self.pending else {
+        if !self.pending {
             return Ok(false);
-        };
+        }
+        let sqe = &self.sqe;
         let signalled = sqe.flags & flags::SIGNALLED != 0;
         let fail = |st: u16| Fatal::local(Some((sqe.id, sqe.opcode, st)));
         if sqe.flags & flags::READ_FENCE != 0 {
