@@ -256,19 +256,27 @@ struct Entry {
 ///
 /// # Invariants
 ///
-/// If `entry` is `Some`, it points to an [`Entry`] inserted into a user context with
-/// `rdma_user_mmap_entry_insert()` and not yet removed: the user context's mmap table holds a
-/// reference to it, so it is alive, and `buf` is `None`. Otherwise `buf` is `Some`.
+/// - If `entry` is `Some`, it points to an [`Entry`] inserted into a user context with
+///   `rdma_user_mmap_entry_insert()` and not yet removed: the user context's mmap table holds a
+///   reference to it, so it is alive, and `_buf` is `None`. Otherwise `_buf` is `Some` (kept for
+///   its drop).
+/// - `shared` points to the [`SharedBuf`] in `_buf` if that is `Some`, else to the `buf` of the
+///   entry: it is valid for as long as `self` is (a ring is accessed on every work request, so
+///   this costs one load instead of a match).
 pub struct RingBuf {
-    buf: Option<SharedBuf>,
+    shared: NonNull<SharedBuf>,
+    _buf: Option<KBox<SharedBuf>>,
     entry: Option<NonNull<Entry>>,
 }
 
 impl RingBuf {
     /// Allocates `len` zeroed bytes of kernel-only queue memory.
     pub fn new_kernel(len: usize) -> Result<Self> {
+        let buf = KBox::new(SharedBuf::new(len)?, GFP_KERNEL)?;
+        // INVARIANT: `shared` points into the box, which moves with `self` but stays put.
         Ok(Self {
-            buf: Some(SharedBuf::new(len)?),
+            shared: NonNull::from(&*buf),
+            _buf: Some(buf),
             entry: None,
         })
     }
@@ -298,11 +306,14 @@ impl RingBuf {
             drop(unsafe { KBox::from_raw(entry) });
             return Err(e);
         }
-        // INVARIANT: The entry is inserted and owns the buffer.
+        // SAFETY: `KBox::into_raw` never returns NULL.
+        let entry = unsafe { NonNull::new_unchecked(entry) };
+        // INVARIANT: The entry is inserted and owns the buffer, which `shared` points to.
         Ok(Self {
-            buf: None,
-            // SAFETY: `KBox::into_raw` never returns NULL.
-            entry: Some(unsafe { NonNull::new_unchecked(entry) }),
+            // SAFETY: `entry` is a valid `Entry`; no reference is created.
+            shared: unsafe { NonNull::new_unchecked(&raw mut (*entry.as_ptr()).buf) },
+            _buf: None,
+            entry: Some(entry),
         })
     }
 
@@ -325,14 +336,10 @@ impl core::ops::Deref for RingBuf {
 
     #[inline]
     fn deref(&self) -> &SharedBuf {
-        match (&self.buf, self.entry) {
-            (Some(b), _) => b,
-            // SAFETY: By the type invariant the entry is alive while it is inserted, which it
-            // is until `self` is dropped.
-            (None, Some(e)) => unsafe { &(*e.as_ptr()).buf },
-            // By the type invariant one of the two is set.
-            (None, None) => unreachable!(),
-        }
+        // SAFETY: By the type invariant `shared` points to the buffer of `_buf` or of the entry,
+        // which is alive while it is inserted, that is until `self` is dropped. Only shared
+        // references to it are ever formed.
+        unsafe { self.shared.as_ref() }
     }
 }
 
