@@ -51,6 +51,7 @@ use crate::{
     net::tcp::SkbData,
     prelude::*,
     sync::{
+        rcu,
         Arc,
         ArcBorrow, //
     },
@@ -120,15 +121,19 @@ struct RawTable {
 
 /// A table from `u32` indices to reference-counted entries, with cyclic index allocation.
 ///
-/// Lookups take the XArray lock with interrupts disabled and take a reference on the entry, so
-/// they are O(1) (a radix tree walk), safe from any context, and return an entry that stays
-/// alive even if it is removed concurrently. Indices are allocated cyclically (`xa_alloc_cyclic`),
-/// so an index is not reused until the whole range has been used.
+/// Lookups are lock-free: they walk the radix tree under RCU (`xa_load()`) and take a reference
+/// on the entry, so they are O(1), safe from any context, and return an entry that stays alive
+/// even if it is removed concurrently. Removal waits for an RCU grace period before it gives up
+/// the table's reference ([`IndexTable::remove`]), so a lookup that found the entry can always
+/// take its own. Indices are allocated cyclically (`xa_alloc_cyclic`), so an index is not
+/// reused until the whole range has been used.
 ///
 /// # Invariants
 ///
 /// - `raw.xa` is an XArray initialised with `XA_FLAGS_ALLOC1 | XA_FLAGS_LOCK_IRQ`.
 /// - Every entry of `raw.xa` was produced by `Arc::<T>::into_raw` and is owned by the table.
+///   The table keeps owning an erased entry until an RCU grace period has passed since the
+///   erasure.
 /// - `raw.next` is only accessed with the XArray lock held.
 pub struct IndexTable<T: Send + Sync> {
     raw: Pin<KBox<RawTable>>,
@@ -139,7 +144,8 @@ pub struct IndexTable<T: Send + Sync> {
 // from any thread.
 unsafe impl<T: Send + Sync> Send for IndexTable<T> {}
 
-// SAFETY: All methods take the XArray lock; `&IndexTable` only hands out `Arc<T>` clones.
+// SAFETY: The XArray is safe for concurrent use (changes under its lock, lookups under RCU);
+// `&IndexTable` only hands out `Arc<T>` clones.
 unsafe impl<T: Send + Sync> Sync for IndexTable<T> {}
 
 impl<T: Send + Sync> IndexTable<T> {
@@ -201,35 +207,34 @@ impl<T: Send + Sync> IndexTable<T> {
         Ok(id)
     }
 
-    /// Returns a reference to the entry at `index`, if any.
+    /// Returns a reference to the entry at `index`, if any. Lock-free, any context.
     pub fn get(&self, index: u32) -> Option<Arc<T>> {
-        // SAFETY: `self.xa()` is a valid XArray.
-        let flags = unsafe { bindings::xa_lock_irqsave(self.xa()) };
-        // SAFETY: `self.xa()` is a valid XArray; `xa_load()` may be called with its lock held.
+        let _rcu = rcu::read_lock();
+        // SAFETY: `self.xa()` is a valid XArray; `xa_load()` may be called under RCU.
         let ptr = unsafe { bindings::xa_load(self.xa(), index as usize) };
-        let entry = if ptr.is_null() {
-            None
-        } else {
-            // SAFETY: Entries are `Arc<T>`s owned by the table (type invariant), which cannot be
-            // removed while we hold the lock, so `ptr` is alive until the clone below holds its
-            // own reference.
-            Some(unsafe { ArcBorrow::<T>::from_raw(ptr.cast::<T>()) }.into())
-        };
-        // SAFETY: Locked above with these flags.
-        unsafe { bindings::xa_unlock_irqrestore(self.xa(), flags) };
-        entry
+        if ptr.is_null() {
+            return None;
+        }
+        // SAFETY: `ptr` is an `Arc<T>` owned by the table (type invariant) when it was loaded,
+        // in this RCU read-side critical section. If it has been erased since, the table still
+        // owns it until a grace period has passed, which cannot end before this section does:
+        // `ptr` is alive until the clone holds its own reference.
+        Some(unsafe { ArcBorrow::<T>::from_raw(ptr.cast::<T>()) }.into())
     }
 
-    /// Removes the entry at `index` and returns it.
+    /// Removes the entry at `index` and returns it, once no lookup that may have found it can
+    /// still be taking a reference (after an RCU grace period). Process context: may sleep.
     pub fn remove(&self, index: u32) -> Option<Arc<T>> {
         // SAFETY: `self.xa()` is a valid XArray with an IRQ-safe lock.
         let ptr = unsafe { bindings::xa_erase_irq(self.xa(), index as usize) };
         if ptr.is_null() {
-            None
-        } else {
-            // SAFETY: The entry was owned by the table (type invariant) and is no longer in it.
-            Some(unsafe { Arc::from_raw(ptr.cast::<T>()) })
+            return None;
         }
+        // Lookups that loaded `ptr` before the erasure are in RCU read-side critical sections.
+        rcu::synchronize_rcu();
+        // SAFETY: The entry was owned by the table (type invariant), is no longer in it, and a
+        // grace period has passed since its erasure: the table's reference is ours to return.
+        Some(unsafe { Arc::from_raw(ptr.cast::<T>()) })
     }
 }
 
