@@ -12,7 +12,7 @@ use rsiw_wire::wire::hdr::*;
 use rsiw_wire::wire::mpa::{encode_frame, Enhanced, Frame, FrameKind, RtrSet, MAX_FRAME};
 use rsiw_wire::wire::rx::{RxConfig, RxEvent, RxParser};
 use rsiw_wire::wire::term::{TermCode, Terminate};
-use rsiw_wire::wire::tx::{sg_pieces, TxMessage};
+use rsiw_wire::wire::tx::{sg_pieces, Segmenter, TxMessage};
 
 fn sink() -> impl Strategy<Value = SinkRange> {
     (any::<u32>(), any::<u32>(), any::<u64>()).prop_map(|(stag, len, to)| SinkRange {
@@ -294,6 +294,50 @@ proptest! {
         prop_assert!(whole.1.is_none());
         prop_assert_eq!(parse_chunked(cfg_all(crc), &b, &chunks), whole.clone());
         prop_assert_eq!(parse_chunked(cfg_all(crc), &b, &[1]), whole);
+    }
+
+    /// A segmenter reset in place for a new message (the TX engine keeps one per message
+    /// slot) plans exactly what a fresh one does, whatever it planned before; a message it
+    /// refuses leaves it planning nothing (DDP-02, DDP-11).
+    #[test]
+    fn ddp_11_prop_segmenter_reset_in_place(
+        (m1, _p1) in message(),
+        (m2, _p2) in message(),
+        used in 0usize..3,
+        mismatch in any::<bool>(),
+        mulpdu in 20u16..2000,
+    ) {
+        let mut m2 = m2;
+        if mismatch {
+            // The other placement kind: refused (PlacementMismatch).
+            m2.placement = match m2.placement {
+                Placement::Tagged { stag, to } => Placement::Untagged { inv_stag: stag, qn: 0, msn: 1, mo: to as u32 },
+                Placement::Untagged { msn, mo, .. } => Placement::Tagged { stag: msn, to: u64::from(mo) },
+            };
+        }
+        let mut s = Segmenter::new(m1, 1454).unwrap();
+        for _ in 0..used {
+            let _ = s.next_fpdu();
+        }
+        let fresh = Segmenter::new(m2, mulpdu);
+        let r = s.reset(m2, mulpdu);
+        prop_assert_eq!(r.err(), fresh.err());
+        match fresh {
+            Ok(mut f) => {
+                prop_assert_eq!(s.fpdu_count(), f.fpdu_count());
+                loop {
+                    let (a, b) = (s.next_fpdu(), f.next_fpdu());
+                    prop_assert_eq!(a, b);
+                    if a.is_none() {
+                        break;
+                    }
+                }
+            }
+            Err(_) => {
+                prop_assert!(s.next_fpdu().is_none());
+                prop_assert_eq!(s.remaining(), 0);
+            }
+        }
     }
 
     #[test]

@@ -331,10 +331,14 @@ impl TxState {
         let Some(m) = self.cur.as_mut() else {
             return Ok(());
         };
-        if let Some(mulpdu) = tx_mulpdu(sock) {
-            // On failure the old size stays: still a valid, if large, FPDU.
-            if mulpdu != m.mulpdu && m.seg.set_mulpdu(mulpdu).is_ok() {
-                m.mulpdu = mulpdu;
+        // The MSS may change in the middle of a message; a message's first FPDU is cut at the
+        // size it was just started with.
+        if m.seg.sent() > 0 {
+            if let Some(mulpdu) = tx_mulpdu(sock) {
+                // On failure the old size stays: still a valid, if large, FPDU.
+                if mulpdu != m.mulpdu && m.seg.set_mulpdu(mulpdu).is_ok() {
+                    m.mulpdu = mulpdu;
+                }
             }
         }
         let Some(plan) = m.seg.next_fpdu() else {
@@ -583,7 +587,6 @@ impl TxState {
     /// Starts the message of the SQE in `pending` (not a local operation): returns `Ok(false)`
     /// if it has to wait (for an ORD credit or the Read fence), `Ok(true)` once it is `cur`.
     fn start_sqe(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>, mulpdu: u16) -> Result<bool, Fatal> {
-        let seg = |msg: TxMessage| Segmenter::new(msg, mulpdu).map_err(|_| Fatal::local(None));
         if !self.pending {
             return Ok(false);
         }
@@ -669,23 +672,23 @@ impl TxState {
             body: Body::None,
             payload_len: len,
         };
-        let seg = match seg(msg) {
-            Ok(s) => s,
-            Err(_) => {
-                self.src = Src::None;
-                return Err(fail(status::LOC_LEN_ERR));
-            }
+        let done = Done::Sq {
+            id: sqe.id,
+            opcode: sqe.opcode,
+            signalled,
+            bytes: len,
         };
-        self.cur = Some(TxMsg {
-            seg,
+        // The message is segmented where it stays: it is too large to move on every message.
+        let m = self.cur.insert(TxMsg {
+            seg: Segmenter::idle(),
             mulpdu,
-            done: Done::Sq {
-                id: sqe.id,
-                opcode: sqe.opcode,
-                signalled,
-                bytes: len,
-            },
+            done,
         });
+        if m.seg.reset(msg, mulpdu).is_err() {
+            self.cur = None;
+            self.src = Src::None;
+            return Err(fail(status::LOC_LEN_ERR));
+        }
         Ok(true)
     }
 

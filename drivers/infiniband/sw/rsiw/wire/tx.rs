@@ -114,43 +114,38 @@ pub struct Segmenter {
 }
 
 impl Segmenter {
+    /// A segmenter with nothing to send, to be [`Segmenter::reset`] in place.
+    pub const fn idle() -> Segmenter {
+        Segmenter {
+            msg: TxMessage {
+                opcode: Opcode::Write,
+                placement: Placement::Tagged { stag: 0, to: 0 },
+                body: Body::None,
+                payload_len: 0,
+            },
+            max_payload: 0,
+            sent: 0,
+            done: true,
+        }
+    }
+
     /// Prepares `msg` for a MULPDU of `mulpdu` bytes.
     pub fn new(msg: TxMessage, mulpdu: u16) -> Result<Segmenter, TxError> {
-        let op = msg.opcode;
-        let mut msg = msg;
-        match (&mut msg.placement, op.queue()) {
-            (Placement::Tagged { to, .. }, None) => {
-                to.checked_add(u64::from(msg.payload_len))
-                    .ok_or(TxError::Wrap)?;
-            }
-            (
-                Placement::Untagged {
-                    qn, mo, inv_stag, ..
-                },
-                Some(q),
-            ) => {
-                *qn = q;
-                if !op.has_invalidate() {
-                    *inv_stag = 0;
-                }
-                mo.checked_add(msg.payload_len).ok_or(TxError::Wrap)?;
-            }
-            _ => return Err(TxError::PlacementMismatch),
-        }
-        let body_ok = msg.body.matches(op);
-        if !body_ok {
-            return Err(TxError::BodyMismatch);
-        }
-        if !op.has_payload() && msg.payload_len != 0 {
-            return Err(TxError::UnexpectedPayload);
-        }
-        let max_payload = max_payload(&msg, mulpdu)?;
-        Ok(Segmenter {
-            msg,
-            max_payload,
-            sent: 0,
-            done: false,
-        })
+        let mut s = Segmenter::idle();
+        s.reset(msg, mulpdu)?;
+        Ok(s)
+    }
+
+    /// Prepares `msg` for a MULPDU of `mulpdu` bytes in place, as [`Segmenter::new`] does
+    /// (for a caller that keeps the segmenter: a message is large to move). On error the
+    /// segmenter is idle: it plans no FPDU.
+    pub fn reset(&mut self, msg: TxMessage, mulpdu: u16) -> Result<(), TxError> {
+        self.msg = msg;
+        self.sent = 0;
+        self.done = true;
+        self.max_payload = normalize(&mut self.msg, mulpdu)?;
+        self.done = false;
+        Ok(())
     }
 
     /// Changes the MULPDU for the FPDUs not yet planned (the TCP MSS
@@ -242,6 +237,39 @@ impl Segmenter {
         self.done = last;
         Some(plan)
     }
+}
+
+/// Checks `msg` for a MULPDU of `mulpdu` bytes, sets the fields the opcode fixes (the QN
+/// of an untagged message, a zero Invalidate STag unless the opcode carries one) and returns
+/// the largest payload per FPDU.
+fn normalize(msg: &mut TxMessage, mulpdu: u16) -> Result<u32, TxError> {
+    let op = msg.opcode;
+    let len = msg.payload_len;
+    match (&mut msg.placement, op.queue()) {
+        (Placement::Tagged { to, .. }, None) => {
+            to.checked_add(u64::from(len)).ok_or(TxError::Wrap)?;
+        }
+        (
+            Placement::Untagged {
+                qn, mo, inv_stag, ..
+            },
+            Some(q),
+        ) => {
+            *qn = q;
+            if !op.has_invalidate() {
+                *inv_stag = 0;
+            }
+            mo.checked_add(len).ok_or(TxError::Wrap)?;
+        }
+        _ => return Err(TxError::PlacementMismatch),
+    }
+    if !msg.body.matches(op) {
+        return Err(TxError::BodyMismatch);
+    }
+    if !op.has_payload() && len != 0 {
+        return Err(TxError::UnexpectedPayload);
+    }
+    max_payload(msg, mulpdu)
 }
 
 /// The largest payload per FPDU of `msg` at `mulpdu`.
