@@ -25,7 +25,8 @@
 //! endpoint's `inner` mutex.
 //!
 //! Lock order: the registry, then a `Cep`'s or `Listener`'s `inner` mutex, then the QP's
-//! `modify` mutex, then the socket lock, then the `fast` spinlock.
+//! `modify` mutex, then the socket lock, then the `fast` spinlock. The socket callbacks find the data path
+//! under RCU.
 
 use crate::{
     conn::{
@@ -103,11 +104,13 @@ use kernel::{
             Atomic,
             Relaxed, //
         },
+        rcu,
         Arc,
         ArcBorrow,
         CondVar,
         CondVarTimeoutResult,
         Mutex,
+        RcuArc,
         SpinLockIrq, //
     },
     time::{
@@ -538,10 +541,9 @@ mod ev {
     pub(super) const RTR: u32 = 1 << 6;
 }
 
-/// What callbacks touch: pending events and the data path.
+/// What callbacks record: pending events.
 struct Fast {
     pending: u32,
-    conn: Option<Arc<Conn>>,
 }
 
 /// The parts of an endpoint that the work item and the iw_cm operations use.
@@ -583,6 +585,9 @@ pub(crate) struct Cep {
     qpn: Atomic<u32>,
     #[pin]
     fast: SpinLockIrq<Fast>,
+    /// The data path once established, for the socket callbacks: looked up under RCU on every
+    /// received segment.
+    conn: RcuArc<Conn>,
     #[pin]
     inner: Mutex<Inner>,
     /// Signalled when an active endpoint leaves [`State::Connecting`].
@@ -625,17 +630,17 @@ impl WorkItem for Cep {
 #[vtable]
 impl Callbacks for Cep {
     fn data_ready(this: ArcBorrow<'_, Self>, sk: &mut DataReadySock<'_>) {
-        let conn = this.fast.lock().conn.clone();
-        match conn {
-            Some(c) => Conn::data_ready(c.as_arc_borrow(), sk),
+        let rcu = rcu::read_lock();
+        match this.conn.get(&rcu) {
+            Some(c) => Conn::data_ready(c, sk),
             None => Self::raise(this, ev::DATA),
         }
     }
 
     fn write_space(this: ArcBorrow<'_, Self>, sk: &CallbackSock<'_>) {
-        let conn = this.fast.lock().conn.clone();
-        if let Some(c) = conn {
-            Conn::write_space(c.as_arc_borrow(), sk);
+        let rcu = rcu::read_lock();
+        if let Some(c) = this.conn.get(&rcu) {
+            Conn::write_space(c, sk);
         }
     }
 
@@ -667,7 +672,8 @@ impl Cep {
                 listener_token,
                 active,
                 qpn: Atomic::new(0),
-                fast <- new_spinlock_irq!(Fast { pending: 0, conn: None }, "rsiw_cep_fast"),
+                fast <- new_spinlock_irq!(Fast { pending: 0 }, "rsiw_cep_fast"),
+                conn: RcuArc::new(None),
                 inner <- new_mutex!(
                     Inner {
                         state,
@@ -1034,7 +1040,8 @@ impl Cep {
             }
         };
         g.conn = Some(conn.clone());
-        self.fast.lock().conn = Some(conn);
+        // Empty until now: no grace period to wait for.
+        let _ = self.conn.replace(Some(conn));
         g.state = State::Rdma;
         Ok(())
     }
@@ -1161,7 +1168,8 @@ impl Cep {
         }
         g.state = State::Closed;
         g.timer = None;
-        let conn = self.fast.lock().conn.take();
+        // After a grace period: no socket callback uses the data path any more.
+        let conn = self.conn.replace(None);
         let sock = g.sock.take();
         // No callback runs after this; the attachment's reference to `self` is dropped.
         if let Some(s) = &sock {

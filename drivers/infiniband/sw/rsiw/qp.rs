@@ -93,8 +93,10 @@ use kernel::{
             Atomic,
             Relaxed, //
         },
+        rcu,
         Arc,
         Mutex,
+        RcuArc,
         SpinLockIrq, //
     },
 };
@@ -270,7 +272,7 @@ pub(crate) struct RsiwQp {
     rq_idx: SpinLockIrq<Idx>,
     /// The data path of the connection, once the connection manager established it.
     #[pin]
-    conn: SpinLockIrq<Option<Arc<Conn>>>,
+    conn: RcuArc<Conn>,
 }
 
 /// Maps a kernel send opcode to the ring opcode (`siw_post_send()`), or `None` if rsiw (like
@@ -385,7 +387,7 @@ impl RsiwQp {
                 modify <- new_mutex!(()),
                 sq_idx <- new_spinlock_irq!(Idx::default(), "rsiw_sq"),
                 rq_idx <- new_spinlock_irq!(Idx::default(), "rsiw_rq"),
-                conn <- new_spinlock_irq!(None, "rsiw_qp_conn"),
+                conn: RcuArc::new(None),
             }))
         })
     }
@@ -485,25 +487,26 @@ impl RsiwQp {
         self.connected.store(u32::from(connected), Relaxed);
     }
 
-    /// Installs the data path of a new connection ([`Conn::new`]).
+    /// Installs the data path of a new connection ([`Conn::new`]). Process context.
     pub(crate) fn attach_conn(qp: &Qp<RsiwDevice>, conn: Arc<Conn>) {
         let this: &RsiwQp = qp;
-        let old = this.conn.lock().replace(conn);
+        let old = this.conn.replace(Some(conn));
         if let Some(old) = old {
             // Cannot happen: the connection manager attaches one connection per QP.
             old.stop();
         }
     }
 
-    /// Returns the data path of the connection, if any.
+    /// Returns the data path of the connection, if any. Any context (RCU, no lock).
     pub(crate) fn conn(&self) -> Option<Arc<Conn>> {
-        self.conn.lock().clone()
+        self.conn.clone_value()
     }
 
     /// Queues the TX engine, if connected. Any context.
     fn kick_tx(&self) {
-        if let Some(c) = self.conn.lock().as_ref() {
-            Conn::kick(c.as_arc_borrow());
+        let rcu = rcu::read_lock();
+        if let Some(c) = self.conn.get(&rcu) {
+            Conn::kick(c);
         }
     }
 
@@ -511,7 +514,7 @@ impl RsiwQp {
     /// reference on the QP to be dropped. Process context, no QP lock held.
     pub(crate) fn detach_conn(qp: &Qp<RsiwDevice>) {
         let this: &RsiwQp = qp;
-        let conn = this.conn.lock().take();
+        let conn = this.conn.replace(None);
         if let Some(c) = conn {
             if let Some(cep) = c.cep() {
                 cep.disconnect(true);
