@@ -231,13 +231,6 @@ pub(crate) fn next_state(
     }
 }
 
-/// Producer and consumer counters of a work queue.
-#[derive(Default)]
-struct Idx {
-    put: u32,
-    get: u32,
-}
-
 /// Fixed attributes of a QP.
 #[derive(Clone, Copy)]
 struct Caps {
@@ -266,10 +259,16 @@ pub(crate) struct RsiwQp {
     /// Serialises state changes.
     #[pin]
     modify: Mutex<()>,
+    /// The producer counters of the send and receive queues, for kernel QPs (a user QP's are
+    /// in user space).
     #[pin]
-    sq_idx: SpinLockIrq<Idx>,
+    sq_put: SpinLockIrq<u32>,
     #[pin]
-    rq_idx: SpinLockIrq<Idx>,
+    rq_put: SpinLockIrq<u32>,
+    /// The consumer counters: the TX or RX engine and a flush take elements without a lock
+    /// ([`Ring::take_into`]).
+    sq_get: Atomic<u32>,
+    rq_get: Atomic<u32>,
     /// The data path of the connection, once the connection manager established it.
     #[pin]
     conn: RcuArc<Conn>,
@@ -385,8 +384,10 @@ impl RsiwQp {
                 access: Atomic::new(0),
                 connected: Atomic::new(0),
                 modify <- new_mutex!(()),
-                sq_idx <- new_spinlock_irq!(Idx::default(), "rsiw_sq"),
-                rq_idx <- new_spinlock_irq!(Idx::default(), "rsiw_rq"),
+                sq_put <- new_spinlock_irq!(0, "rsiw_sq"),
+                rq_put <- new_spinlock_irq!(0, "rsiw_rq"),
+                sq_get: Atomic::new(0),
+                rq_get: Atomic::new(0),
                 conn: RcuArc::new(None),
             }))
         })
@@ -674,21 +675,12 @@ impl RsiwQp {
     /// cannot keep the kernel here.
     fn flush_sq(qp: &Qp<RsiwDevice>) {
         let this: &RsiwQp = qp;
+        let mut s = Sqe::default();
         for _ in 0..this.sq.size() {
-            let sqe = {
-                let mut idx = this.sq_idx.lock();
-                let get = idx.get;
-                if !this.sq.is_valid(get) {
-                    break;
-                }
-                let sqe = this.sq.read(get);
-                this.sq.release(get);
-                idx.get = get.wrapping_add(1);
-                sqe
-            };
-            if let Some(s) = sqe {
-                Self::complete_sq(qp, s.id, sanitise_opcode(s.opcode), status::WR_FLUSH_ERR, 0);
+            if !this.sq.take_into(&this.sq_get, &mut s) {
+                break;
             }
+            Self::complete_sq(qp, s.id, sanitise_opcode(s.opcode), status::WR_FLUSH_ERR, 0);
         }
     }
 
@@ -699,21 +691,12 @@ impl RsiwQp {
         let Some(rq) = &this.rq else {
             return;
         };
+        let mut r = Rqe::default();
         for _ in 0..rq.size() {
-            let rqe = {
-                let mut idx = this.rq_idx.lock();
-                let get = idx.get;
-                if !rq.is_valid(get) {
-                    break;
-                }
-                let rqe = rq.read(get);
-                rq.release(get);
-                idx.get = get.wrapping_add(1);
-                rqe
-            };
-            if let Some(r) = rqe {
-                Self::complete_rq(qp, &flushed_rqe(r.id));
+            if !rq.take_into(&this.rq_get, &mut r) {
+                break;
             }
+            Self::complete_rq(qp, &flushed_rqe(r.id));
         }
     }
 
@@ -743,8 +726,8 @@ impl RsiwQp {
                 let res = wr.iter().try_for_each(|w| {
                     let mut sqe = this.build_sqe(w).map_err(|e| (e, w))?;
                     check_send_keys(qp, w, &mut sqe).map_err(|e| (e, w))?;
-                    let mut idx = this.sq_idx.lock();
-                    let put = idx.put;
+                    let mut put_guard = this.sq_put.lock();
+                    let put = *put_guard;
                     if this.sq.flags(put) != 0 {
                         return Err((ENOMEM, w));
                     }
@@ -752,7 +735,7 @@ impl RsiwQp {
                     this.sq
                         .publish16(put, sqe.flags | flags::VALID)
                         .map_err(|e| (e, w))?;
-                    idx.put = put.wrapping_add(1);
+                    *put_guard = put.wrapping_add(1);
                     queued = true;
                     Ok(())
                 });
@@ -873,16 +856,16 @@ impl RsiwQp {
             _ => {}
         }
         let pd = qp_pd(qp).map_err(|e| (e, wr))?;
-        let mut idx = this.rq_idx.lock();
+        let mut put_guard = this.rq_put.lock();
         for w in wr.iter() {
             let rqe = build_rqe(w, this.caps.rq_max_sge, qp.device(), pd).map_err(|e| (e, w))?;
-            let put = idx.put;
+            let put = *put_guard;
             if rq.flags(put) != 0 {
                 return Err((ENOMEM, w));
             }
             rq.write(put, &rqe).map_err(|e| (e, w))?;
             rq.publish16(put, flags::VALID).map_err(|e| (e, w))?;
-            idx.put = put.wrapping_add(1);
+            *put_guard = put.wrapping_add(1);
         }
         Ok(())
     }
@@ -894,15 +877,10 @@ impl RsiwQp {
     /// SQE (already released; complete it with that status and move the QP to ERROR).
     #[allow(dead_code)]
     pub(crate) fn next_sqe(&self, sqe: &mut Sqe) -> Option<Result<(), (u64, u8, u16)>> {
-        let mut idx = self.sq_idx.lock();
-        let get = idx.get;
-        if !self.sq.is_valid(get) {
+        // Into the caller's buffer: the 120 bytes are not moved again.
+        if !self.sq.take_into(&self.sq_get, sqe) {
             return None;
         }
-        // Into the caller's buffer: the 120 bytes are not moved again.
-        self.sq.read_into(get, sqe)?;
-        self.sq.release(get);
-        idx.get = get.wrapping_add(1);
         Some(match check_sqe(sqe, self.caps.sq_max_sge, self.user) {
             Ok(_) => Ok(()),
             Err(e) => Err((sqe.id, sanitise_opcode(sqe.opcode), e.status())),
@@ -917,15 +895,10 @@ impl RsiwQp {
             return RsiwSrq::next_rqe(srq).map(|r| r.map(|e| *rqe = e));
         }
         let rq = this.rq.as_ref()?;
-        let mut idx = this.rq_idx.lock();
-        let get = idx.get;
-        if !rq.is_valid(get) {
+        // Into the caller's buffer: the 112 bytes are not moved again.
+        if !rq.take_into(&this.rq_get, rqe) {
             return None;
         }
-        // Into the caller's buffer: the 112 bytes are not moved again.
-        rq.read_into(get, rqe)?;
-        rq.release(get);
-        idx.get = get.wrapping_add(1);
         Some(match check_rqe(rqe, this.caps.rq_max_sge) {
             Ok(_) => Ok(()),
             Err(e) => Err((rqe.id, e.status())),

@@ -16,6 +16,11 @@ use kernel::{
         mmap::RingBuf,
         udata::Udata, //
     },
+    sync::atomic::{
+        Acquire,
+        Atomic,
+        Full, //
+    },
 };
 use zerocopy::Immutable;
 
@@ -133,6 +138,26 @@ impl<E: FromBytes + IntoBytes + Immutable> Ring<E> {
         let _ = self.publish16(counter, 0);
     }
 
+    /// Takes the element at the consumer counter `get` into `e`, if its slot is valid, and
+    /// moves `get` on; returns whether it did.
+    ///
+    /// Lock-free for consumers that may race (a queue's engine and a flush): each copies the
+    /// element, then claims the slot by moving `get` on with a compare-and-exchange, and only
+    /// the winner hands the slot back to the producer, which cannot reuse it before. The
+    /// counter is free-running, so a stale copy cannot win (the counter would have to wrap).
+    pub(crate) fn take_into(&self, get: &Atomic<u32>, e: &mut E) -> bool {
+        loop {
+            let g = get.load(Acquire);
+            if !self.is_valid(g) || self.read_into(g, e).is_none() {
+                return false;
+            }
+            if get.cmpxchg(g, g.wrapping_add(1), Full).is_ok() {
+                self.release(g);
+                return true;
+            }
+        }
+    }
+
     /// Returns the 32-bit word `extra_off` bytes after the last slot, with acquire ordering.
     pub(crate) fn extra_u32(&self, extra_off: usize) -> u32 {
         self.buf
@@ -201,6 +226,33 @@ mod tests {
         assert!(!r.is_valid(1));
         assert_eq!(r.xchg_extra_u32(0, 2), 0);
         assert_eq!(r.extra_u32(0), 2);
+        Ok(())
+    }
+
+    #[test]
+    fn take_in_order() -> Result {
+        let r = Ring::<wqe::Rqe>::new(2, 0, None)?;
+        let get = Atomic::new(u32::MAX);
+        let mut e = wqe::Rqe::default();
+        assert!(!r.take_into(&get, &mut e));
+        for (k, id) in [(u32::MAX, 10u64), (0, 11)] {
+            r.write(
+                k,
+                &wqe::Rqe {
+                    id,
+                    ..Default::default()
+                },
+            )?;
+            r.publish16(k, wqe::flags::VALID)?;
+        }
+        // In counter order across the wrap, each slot handed back once taken.
+        assert!(r.take_into(&get, &mut e));
+        assert_eq!((e.id, get.load(Acquire)), (10, 0));
+        assert!(!r.is_valid(u32::MAX));
+        assert!(r.take_into(&get, &mut e));
+        assert_eq!((e.id, get.load(Acquire)), (11, 1));
+        assert!(!r.take_into(&get, &mut e));
+        assert_eq!((e.id, get.load(Acquire)), (11, 1));
         Ok(())
     }
 }
