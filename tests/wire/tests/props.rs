@@ -12,7 +12,7 @@ use rsiw_wire::wire::hdr::*;
 use rsiw_wire::wire::mpa::{encode_frame, Enhanced, Frame, FrameKind, RtrSet, MAX_FRAME};
 use rsiw_wire::wire::rx::{RxConfig, RxEvent, RxParser};
 use rsiw_wire::wire::term::{TermCode, Terminate};
-use rsiw_wire::wire::tx::{sg_pieces, Segmenter, TxMessage};
+use rsiw_wire::wire::tx::{sg_pieces, whole_fpdu, Segmenter, TxError, TxMessage};
 
 fn sink() -> impl Strategy<Value = SinkRange> {
     (any::<u32>(), any::<u32>(), any::<u64>()).prop_map(|(stag, len, to)| SinkRange {
@@ -336,6 +336,46 @@ proptest! {
             Err(_) => {
                 prop_assert!(s.next_fpdu().is_none());
                 prop_assert_eq!(s.remaining(), 0);
+            }
+        }
+    }
+
+    /// A message of one FPDU built in one pass (the TX engine's path for small messages) is
+    /// byte for byte what the segmenter plans, with payload and trailer; a message of more
+    /// FPDUs, or a buffer too short, is refused before the payload is asked for (DDP-11,
+    /// MPA-08).
+    #[test]
+    fn ddp_11_prop_whole_fpdu_matches_segmenter(
+        (m, p) in message(),
+        mulpdu in 20u16..2000,
+        crc in any::<bool>(),
+        room in 0usize..2200,
+        fail in any::<bool>(),
+    ) {
+        let mut out = vec![0u8; room];
+        let mut asked = false;
+        let r = whole_fpdu(&SoftCrc32c, crc, m, mulpdu, &mut out, |d| {
+            asked = true;
+            d.copy_from_slice(&p);
+            !fail
+        });
+        match Segmenter::new(m, mulpdu) {
+            Err(e) => prop_assert_eq!(r, Err(e)),
+            Ok(s) if s.fpdu_count() > 1 => {
+                prop_assert_eq!(r, Err(TxError::NotWhole));
+                prop_assert!(!asked);
+            }
+            Ok(_) => {
+                let want = encode(m, &p, mulpdu, crc);
+                if want.len() > room {
+                    prop_assert_eq!(r, Err(TxError::NotWhole));
+                    prop_assert!(!asked);
+                } else if fail {
+                    prop_assert_eq!(r, Err(TxError::Payload));
+                } else {
+                    prop_assert_eq!(r, Ok(want.len()));
+                    prop_assert_eq!(&out[..want.len()], &want[..]);
+                }
             }
         }
     }

@@ -12,7 +12,7 @@
 //! to be contiguous. Nothing is allocated.
 
 use crate::wire::crc::{Crc32c, CRC_INIT};
-use crate::wire::fpdu::{trailer, LEN_LEN};
+use crate::wire::fpdu::{pad_len, trailer, CRC_LEN, LEN_LEN};
 use crate::wire::hdr::{Body, DdpHeader, Opcode, Placement, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
 use crate::wire::rx::HDR_BUF;
 
@@ -30,6 +30,10 @@ pub enum TxError {
     MulpduTooSmall,
     /// TO + length wraps (tagged) or MO + length wraps (untagged).
     Wrap,
+    /// [`whole_fpdu`]: the message needs more than one FPDU, or the buffer is too short.
+    NotWhole,
+    /// [`whole_fpdu`]: the payload could not be written.
+    Payload,
 }
 
 /// A message to send.
@@ -237,6 +241,65 @@ impl Segmenter {
         self.done = last;
         Some(plan)
     }
+}
+
+/// Encodes `msg` as one whole FPDU at the start of `out`, when it fits in one at `mulpdu`:
+/// the header, the `msg.payload_len` payload bytes that `payload` writes into the slice it
+/// is given, the pad, and the CRC (when `crc_on`) computed over the contiguous bytes.
+/// Returns the FPDU's length.
+///
+/// The bytes are those [`Segmenter`] plans for a message of one FPDU, followed by the payload
+/// and the trailer: a small message is so built in one pass over one buffer, without a
+/// segmenter. Errors as [`Segmenter::new`], [`TxError::NotWhole`] if the message needs more
+/// than one FPDU or `out` is too short, [`TxError::Payload`] if `payload` returns `false`.
+pub fn whole_fpdu<C: Crc32c>(
+    c: &C,
+    crc_on: bool,
+    msg: TxMessage,
+    mulpdu: u16,
+    out: &mut [u8],
+    payload: impl FnOnce(&mut [u8]) -> bool,
+) -> Result<usize, TxError> {
+    let mut msg = msg;
+    let max = normalize(&mut msg, mulpdu)?;
+    if msg.payload_len > max {
+        return Err(TxError::NotWhole);
+    }
+    let h = DdpHeader {
+        opcode: msg.opcode,
+        last: true,
+        placement: msg.placement,
+    };
+    let short = TxError::NotWhole;
+    let dl = h
+        .encode(out.get_mut(LEN_LEN..).ok_or(short)?)
+        .ok_or(short)?;
+    let bl = if msg.body.is_empty() {
+        0
+    } else {
+        let at = LEN_LEN.saturating_add(dl);
+        msg.body
+            .encode(out.get_mut(at..).ok_or(short)?)
+            .ok_or(short)?
+    };
+    let hl = LEN_LEN.saturating_add(dl).saturating_add(bl);
+    let n = usize::try_from(msg.payload_len).map_err(|_| short)?;
+    let ulpdu = dl.saturating_add(bl).saturating_add(n);
+    let ulpdu16 = u16::try_from(ulpdu).map_err(|_| short)?;
+    let end = hl.checked_add(n).ok_or(short)?;
+    let tl = pad_len(ulpdu).saturating_add(CRC_LEN);
+    let total = end.checked_add(tl).ok_or(short)?;
+    let o = out.get_mut(..total).ok_or(short)?;
+    crate::wire::put(o, 0, &ulpdu16.to_be_bytes());
+    if !payload(o.get_mut(hl..end).ok_or(short)?) {
+        return Err(TxError::Payload);
+    }
+    let crc = crc_on.then(|| c.update(CRC_INIT, o.get(..end).unwrap_or(&[])));
+    let (t, _) = trailer(c, crc, ulpdu);
+    if let (Some(d), Some(s)) = (o.get_mut(end..total), t.get(..tl)) {
+        d.copy_from_slice(s);
+    }
+    Ok(total)
 }
 
 /// Checks `msg` for a MULPDU of `mulpdu` bytes, sets the fields the opcode fixes (the QN
