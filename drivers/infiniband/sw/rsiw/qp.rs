@@ -887,6 +887,12 @@ impl RsiwQp {
         })
     }
 
+    /// Returns whether another SQE waits behind the ones taken (a hint: the producer may post
+    /// one at any time).
+    pub(crate) fn sq_more(&self) -> bool {
+        self.sq.is_valid(self.sq_get.load(Relaxed))
+    }
+
     /// Takes the next RQE off the receive queue (or the SRQ) for the RX engine, validated.
     #[allow(dead_code)]
     pub(crate) fn next_rqe(qp: &Qp<RsiwDevice>, rqe: &mut Rqe) -> Option<Result<(), (u64, u16)>> {

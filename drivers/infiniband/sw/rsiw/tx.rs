@@ -48,7 +48,9 @@ use crate::{
         fpdu::{
             fpdu_len,
             mulpdu_from_mss,
-            trailer, //
+            trailer,
+            CRC_LEN,
+            LEN_LEN, //
         },
         hdr::{
             Body,
@@ -58,6 +60,7 @@ use crate::{
             QN_READ_REQ,
             QN_SEND,
             QN_TERMINATE, //
+            UNTAGGED_HDR_LEN,
         },
         mpa::RtrKind,
         stream::{
@@ -71,6 +74,7 @@ use crate::{
         tx::{
             rtr_message,
             sg_pieces,
+            whole_fpdu,
             FpduCrc,
             FpduPlan,
             Segmenter,
@@ -92,9 +96,12 @@ use core::sync::atomic::Ordering::{
     Release, //
 };
 use kernel::{
-    net::tcp::{
-        SocketGuard,
-        TcpSocket, //
+    net::{
+        socket::SendFlags,
+        tcp::{
+            SocketGuard,
+            TcpSocket, //
+        },
     },
     page::PAGE_SIZE,
     prelude::*,
@@ -128,6 +135,13 @@ const SMALL_FPDU: usize = COPY_BREAK;
 
 // A batch has room for the largest FPDU, with a margin.
 const _: () = assert!(2 * FPDU_SEGS <= MAX_SEGS);
+
+/// Payload up to this long of a Send or Write alone in the send queue goes out by
+/// [`TxState::quick`].
+const QUICK_PAYLOAD: usize = 192;
+
+/// Room for a quick FPDU: length, the longer header of Send and Write, payload, pad and CRC.
+const QUICK_FPDU: usize = LEN_LEN + UNTAGGED_HDR_LEN + QUICK_PAYLOAD + 3 + CRC_LEN;
 
 /// Messages that may end in one batch (each to be completed once its last byte is with TCP).
 const MAX_DONE: usize = 32;
@@ -692,6 +706,158 @@ impl TxState {
         Ok(true)
     }
 
+    /// The path of a latency-bound application: sends the send queue element that is alone
+    /// in the queue, if it is a small Send or Write, as one FPDU built on the stack in one
+    /// pass ([`whole_fpdu`]) and handed to TCP in one call, and completes it, without
+    /// segmenter, batch or completion list. Returns whether it took the element; `false`
+    /// leaves it (if any) in `pending` for [`TxState::fill`]. What TCP did not take is staged
+    /// in the (empty) batch, with the element's completion, for the caller to send on.
+    fn quick(
+        &mut self,
+        conn: &Conn,
+        qp: &Qp<RsiwDevice>,
+        sock: &TcpSocket,
+        g: &mut SocketGuard<'_>,
+    ) -> Result<bool, Fatal> {
+        // What `next_message` would send before the send queue.
+        if self.rtr.is_some() || conn.irq_hint.load(Acquire) {
+            return Ok(false);
+        }
+        if !self.pending {
+            match qp.next_sqe(&mut self.sqe) {
+                None => return Ok(false),
+                Some(Err(wr)) => {
+                    return Err(Fatal {
+                        wr: Some(wr),
+                        term: None,
+                    })
+                }
+                Some(Ok(())) => self.pending = true,
+            }
+        }
+        let sqe = &self.sqe;
+        let inline = sqe.flags & flags::INLINE != 0;
+        let len = if inline {
+            sqe.sge[0].length as usize
+        } else if sqe.num_sge == 0 {
+            0
+        } else {
+            sqe.sge[0].length as usize
+        };
+        if !matches!(sqe.opcode, op::WRITE | op::SEND | op::SEND_REMOTE_INV)
+            || sqe.flags & flags::READ_FENCE != 0
+            || (!inline && sqe.num_sge > 1)
+            || len > QUICK_PAYLOAD
+            || qp.sq_more()
+        {
+            return Ok(false);
+        }
+        // One FPDU within one MSS (TCP's segment, whatever `fpdu_segments` allows).
+        let fits = mulpdu_from_mss(sock.mss_cache())
+            .is_some_and(|m| usize::from(m) >= UNTAGGED_HDR_LEN.saturating_add(len));
+        if !fits {
+            return Ok(false);
+        }
+        let (id, opcode) = (sqe.id, sqe.opcode);
+        let fail = |st: u16| Fatal::local(Some((id, opcode, st)));
+        self.pending = false;
+        let place = if inline || len == 0 {
+            None
+        } else {
+            let s = sqe.sge[0];
+            let p = qp
+                .device()
+                .mem()
+                .check(conn.pd, s.lkey, Rights::LOCAL_READ, s.laddr, len as u64)
+                .map_err(|_| fail(status::LOC_PROT_ERR))?;
+            Some(p)
+        };
+        let placement = if opcode == op::WRITE {
+            WirePlacement::Tagged {
+                stag: sqe.rkey,
+                to: sqe.raddr,
+            }
+        } else {
+            let inv = opcode == op::SEND_REMOTE_INV;
+            WirePlacement::Untagged {
+                inv_stag: if inv { sqe.rkey } else { 0 },
+                qn: QN_SEND,
+                msn: self.msn.take(QN_SEND).ok_or(fail(status::LOC_QP_OP_ERR))?,
+                mo: 0,
+            }
+        };
+        let solicited = sqe.flags & flags::SOLICITED != 0;
+        let msg = TxMessage {
+            opcode: match (opcode, solicited) {
+                (op::WRITE, _) => Opcode::Write,
+                (op::SEND, false) => Opcode::Send,
+                (op::SEND, true) => Opcode::SendSe,
+                (_, false) => Opcode::SendInv,
+                (_, true) => Opcode::SendSeInv,
+            },
+            placement,
+            body: Body::None,
+            payload_len: len as u32,
+        };
+        let data = if inline {
+            sqe.sge
+                .get(1..)
+                .and_then(|s| s.as_bytes().get(..len))
+                .ok_or(fail(status::LOC_LEN_ERR))?
+        } else {
+            &[]
+        };
+        let mut buf = [0u8; QUICK_FPDU];
+        let total = whole_fpdu(
+            &conn.crc32c,
+            conn.crc,
+            msg,
+            u16::MAX,
+            &mut buf,
+            |d| match &place {
+                Some(p) => p.read(0, d).is_ok(),
+                None => fill(Some(d), data),
+            },
+        )
+        .map_err(|_| fail(status::LOC_PROT_ERR))?;
+        // The FPDU holds its own copy of the payload.
+        drop(place);
+        let done = Done::Sq {
+            id,
+            opcode,
+            signalled: sqe.flags & flags::SIGNALLED != 0,
+            bytes: len as u32,
+        };
+        let fpdu = buf.get(..total).unwrap_or(&[]);
+        let sent = match g.send(&[fpdu], SendFlags::DONTWAIT) {
+            Ok(n) => n,
+            Err(e) if e == EAGAIN => 0,
+            // The socket failed; the CM reports it.
+            Err(_) => {
+                return Err(Fatal {
+                    wr: Some((id, opcode, status::WR_FLUSH_ERR)),
+                    term: None,
+                })
+            }
+        };
+        if let Some(rest) = fpdu.get(sent..).filter(|r| !r.is_empty()) {
+            // The batch is empty: the rest fits. It goes out (and completes) as a batch.
+            self.batch
+                .stage(rest)
+                .map_err(|_| fail(status::LOC_QP_OP_ERR))?;
+            if let Some(slot) = self.done.first_mut() {
+                *slot = (self.batch.len(), done);
+                self.ndone = 1;
+            }
+        } else if let Done::Sq {
+            signalled: true, ..
+        } = done
+        {
+            RsiwQp::complete_sq(qp, id, opcode, status::SUCCESS, len as u32);
+        }
+        Ok(true)
+    }
+
     /// Completes the messages of the batch whose last byte TCP took; starts a new batch once
     /// all of it went out.
     fn finish(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>) {
@@ -758,7 +924,15 @@ impl TxState {
                 if let Some(f) = self.deferred.take() {
                     return Err(f);
                 }
-                while self.batch.len() < BATCH
+                if self.cur.is_none() && self.ndone == 0 && self.quick(conn, qp, sock, g)? {
+                    if self.batch.len() == 0 {
+                        // The queue held nothing more (see `drained`).
+                        return Ok(Pass::Idle);
+                    }
+                    drained = true;
+                }
+                while !drained
+                    && self.batch.len() < BATCH
                     && self.ndone < MAX_DONE
                     && self.batch.seg_room() >= FPDU_SEGS
                 {
