@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use rsiw_wire::wire::crc::SoftCrc32c;
 use rsiw_wire::wire::hdr::*;
 use rsiw_wire::wire::mpa::{encode_frame, Enhanced, Frame, FrameKind, RtrSet, MAX_FRAME};
-use rsiw_wire::wire::rx::{RxConfig, RxEvent, RxParser};
+use rsiw_wire::wire::rx::{RxConfig, RxError, RxEvent, RxParser};
 use rsiw_wire::wire::term::{TermCode, Terminate};
 use rsiw_wire::wire::tx::{sg_pieces, whole_fpdu, Segmenter, TxError, TxMessage};
 
@@ -243,6 +243,51 @@ fn check_roundtrip(m: TxMessage, p: &[u8], mulpdu: u16, crc: bool) {
     }
 }
 
+/// As `parse_chunked`, but every step first offers the input to `feed_whole` (the kernel RX
+/// path for small FPDUs); also returns the Terminate the parser would send.
+fn parse_chunked_whole(
+    cfg: RxConfig,
+    bytes: &[u8],
+    chunks: &[usize],
+) -> (Vec<Ev>, Option<RxError>, Option<Terminate>) {
+    let mut p = RxParser::new(cfg, SoftCrc32c);
+    let mut evs: Vec<Ev> = Vec::new();
+    let mut off = 0;
+    let mut ci = 0;
+    while off < bytes.len() {
+        let n = chunks[ci % chunks.len()].max(1);
+        ci += 1;
+        let end = (off + n).min(bytes.len());
+        let mut chunk = &bytes[off..end];
+        off = end;
+        loop {
+            if let Some((used, seg, data)) = p.feed_whole(chunk) {
+                assert!(used <= chunk.len());
+                chunk = &chunk[used..];
+                evs.push(Ev::Seg(seg));
+                if !data.is_empty() {
+                    evs.push(Ev::Data(data.to_vec()));
+                }
+                evs.push(Ev::End);
+                continue;
+            }
+            let (used, ev) = p.feed(chunk);
+            chunk = &chunk[used..];
+            match ev {
+                RxEvent::NeedMore => break,
+                RxEvent::Segment(s) => evs.push(Ev::Seg(s)),
+                RxEvent::Payload { data, .. } => match evs.last_mut() {
+                    Some(Ev::Data(d)) => d.extend_from_slice(data),
+                    _ => evs.push(Ev::Data(data.to_vec())),
+                },
+                RxEvent::End => evs.push(Ev::End),
+                RxEvent::Error(e) => return (evs, Some(e), p.terminate()),
+            }
+        }
+    }
+    (evs, p.error(), p.terminate())
+}
+
 /// Feeds `bytes` `step` bytes at a time (all at once if 0) and records every
 /// event, the error and the Terminate the parser would send.
 fn trace(cfg: RxConfig, bytes: &[u8], step: usize) -> (Vec<String>, Option<Terminate>) {
@@ -378,6 +423,48 @@ proptest! {
                 }
             }
         }
+    }
+
+    /// Whole small FPDUs taken in one step (`feed_whole`, the kernel RX path) give the
+    /// events, the error and the Terminate of feeding byte by byte, whatever the chunking,
+    /// with a byte of the stream possibly corrupted (MPA-26, MPA-07, DDP-11).
+    #[test]
+    fn mpa_26_prop_feed_whole_same_as_feed(
+        msgs in prop::collection::vec(message(), 1..6),
+        chunks in prop::collection::vec(1usize..300, 1..8),
+        crc in any::<bool>(),
+        flip in prop::option::of((any::<prop::sample::Index>(), 1u8..=255)),
+        mulpdu in 100u16..600,
+    ) {
+        let mut b = Vec::new();
+        for (m, p) in &msgs {
+            b.extend(encode(*m, p, mulpdu, crc));
+        }
+        if let Some((at, x)) = flip {
+            let i = at.index(b.len());
+            b[i] ^= x;
+        }
+        let (evs, err) = parse_chunked(cfg_all(crc), &b, &chunks);
+        let mut p = RxParser::new(cfg_all(crc), SoftCrc32c);
+        let mut rest = &b[..];
+        let mut term = None;
+        // The reference Terminate: feed step by step up to the error.
+        loop {
+            let (used, ev) = p.feed(rest);
+            rest = &rest[used..];
+            match ev {
+                RxEvent::NeedMore => break,
+                RxEvent::Error(_) => {
+                    term = p.terminate();
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let whole = parse_chunked_whole(cfg_all(crc), &b, &chunks);
+        prop_assert_eq!(&whole.0, &evs);
+        prop_assert_eq!(whole.1, err);
+        prop_assert_eq!(whole.2, term);
     }
 
     #[test]

@@ -579,6 +579,54 @@ impl<C: Crc32c> RxParser<C> {
         self.have >= self.need
     }
 
+    /// Takes a whole FPDU at the start of `input` in one step, when the
+    /// parser is between FPDUs, the FPDU is entirely in `input`, its header
+    /// is valid, it is not a Terminate, and its CRC (when on) matches.
+    /// Returns the number of bytes consumed, the segment and its payload
+    /// (borrowed from `input`), and leaves the parser as [`RxParser::feed`]
+    /// would after the events `Segment`, `Payload` and `End` of that FPDU.
+    ///
+    /// Otherwise it returns `None` and changes nothing: [`RxParser::feed`]
+    /// then takes the same bytes step by step and reports what is wrong.
+    /// A caller that copied a small FPDU anyway (the header copy of the
+    /// kernel RX path) so handles it without feeding header, payload and
+    /// trailer one after the other.
+    pub fn feed_whole<'a>(&mut self, input: &'a [u8]) -> Option<(usize, Segment, &'a [u8])> {
+        if self.stage != Stage::Header || !(self.ended || self.have == 0) {
+            return None;
+        }
+        let (seg, need) = self.whole_header(input)?;
+        if seg.hdr.opcode == Opcode::Terminate {
+            return None;
+        }
+        let ulpdu = usize::from(seg.ulpdu_len);
+        let pad = pad_len(ulpdu);
+        let body_end = LEN_LEN.checked_add(ulpdu)?.checked_add(pad)?;
+        let total = body_end.checked_add(CRC_LEN)?;
+        let fpdu = input.get(..total)?;
+        let n = usize::try_from(seg.payload_len).ok()?;
+        let payload = fpdu.get(need..need.checked_add(n)?)?;
+        if self.cfg.crc {
+            let r = self.crc.update(CRC_INIT, fpdu.get(..body_end)?);
+            let got: [u8; 4] = fpdu.get(body_end..total)?.try_into().ok()?;
+            if crc_from_wire(got) != r {
+                return None;
+            }
+        }
+        // The state `feed` leaves after the segment's `End`: its headers kept.
+        self.have = fill(&mut self.hdr, 0, fpdu.get(..need)?)?;
+        self.op = seg.hdr.opcode;
+        self.ulpdu_len = ulpdu;
+        self.payload_len = n;
+        self.payload_done = n;
+        self.tail_have = pad.saturating_add(CRC_LEN);
+        self.stage = Stage::Header;
+        self.ended = true;
+        self.need = LEN_LEN + 2;
+        self.hstep = 0;
+        Some((total, seg, payload))
+    }
+
     /// Feeds input. Returns the number of bytes consumed and one event.
     ///
     /// Call again with the unconsumed rest until [`RxEvent::NeedMore`].
