@@ -151,6 +151,27 @@ pub(crate) struct RxState {
     pub(crate) stopped: bool,
 }
 
+/// Where payload bytes to place come from.
+enum Payload<'a, 'b> {
+    /// The socket buffer, from an offset on.
+    Skb(&'a SkbData<'b>, usize),
+    /// A copy (the header copy a whole small FPDU is in).
+    Bytes(&'a [u8]),
+}
+
+impl Payload<'_, '_> {
+    /// Writes `len` bytes, `from` bytes into the source, at `at` of `p`.
+    fn put(&self, p: &Placement, at: u64, from: usize, len: usize) -> Result {
+        match self {
+            Payload::Skb(skb, off) => p.write_from_skb(at, skb, off.saturating_add(from), len),
+            Payload::Bytes(b) => {
+                let end = from.checked_add(len).ok_or(EINVAL)?;
+                p.write(at, b.get(from..end).ok_or(EINVAL)?)
+            }
+        }
+    }
+}
+
 /// The part of a segment's fixed RDMAP header its end needs.
 enum EndBody {
     None,
@@ -397,9 +418,10 @@ impl RxState {
         Ok(())
     }
 
-    /// Places `n` payload bytes, from `skb` at `skb_off`, at `off` in the current segment's
-    /// payload: one copy, from the socket buffer straight into the target memory.
-    fn place(&self, off: u32, skb: &SkbData<'_>, skb_off: usize, n: usize) -> Result<(), Fail> {
+    /// Places `n` payload bytes, from `src`, at `off` in the current segment's payload: one
+    /// copy, from the socket buffer (or the header copy a whole small FPDU is in) straight
+    /// into the target memory.
+    fn place(&self, off: u32, src: &Payload<'_, '_>, n: usize) -> Result<(), Fail> {
         let bad = || {
             Some(Terminate::bare(TermCode::tagged(
                 DdpTaggedCode::InvalidStag,
@@ -407,19 +429,15 @@ impl RxState {
         };
         match &self.target {
             Target::None => Ok(()),
-            Target::Tagged(p) => p
-                .write_from_skb(u64::from(off), skb, skb_off, n)
-                .map_err(|_| bad()),
+            Target::Tagged(p) => src.put(p, u64::from(off), 0, n).map_err(|_| bad()),
             Target::Rqe(mo) => {
                 let r = self.rqe.as_ref().ok_or_else(bad)?;
                 let at = u64::from(*mo).saturating_add(u64::from(off));
                 let mut done = 0usize;
                 for piece in sg_pieces(r.lens.get(..r.n).unwrap_or(&[]), at, n as u64) {
                     let len = usize::try_from(piece.len).map_err(|_| bad())?;
-                    r.pl.get(piece.index)
-                        .and_then(|p| p.as_ref())
-                        .ok_or_else(bad)?
-                        .write_from_skb(piece.offset, skb, skb_off.saturating_add(done), len)
+                    let p = r.pl.get(piece.index).and_then(|p| p.as_ref());
+                    src.put(p.ok_or_else(bad)?, piece.offset, done, len)
                         .map_err(|_| bad())?;
                     done = done.saturating_add(len);
                 }
@@ -429,6 +447,24 @@ impl RxState {
                 Ok(())
             }
         }
+    }
+
+    /// A whole small FPDU that [`RxParser::feed_whole`] took from the header copy: its
+    /// segment, its payload (placed from that copy, after its CRC matched) and its end, as
+    /// the events of [`RxParser::feed`] would have it.
+    fn whole(
+        &mut self,
+        conn: &Conn,
+        qp: &Qp<RsiwDevice>,
+        seg: &Segment,
+        data: &[u8],
+        out: &mut Outbox,
+    ) -> Result<(), Fail> {
+        self.on_segment(conn, qp, seg, out)?;
+        if !data.is_empty() {
+            self.place(0, &Payload::Bytes(data), data.len())?;
+        }
+        self.on_end(conn, qp, out)
     }
 
     /// The current segment ended and its CRC matched.
@@ -600,7 +636,8 @@ impl RxState {
                     .checked_sub(rem)
                     .and_then(|o| u32::try_from(o).ok())
                     .ok_or_else(|| local(pos))?;
-                self.place(off, skb, pos, n).map_err(|f| (pos, f))?;
+                self.place(off, &Payload::Skb(skb, pos), n)
+                    .map_err(|f| (pos, f))?;
                 let done = self
                     .parser
                     .advance_payload(n, |reg| skb.crc32c(pos, n, reg).ok());
@@ -624,6 +661,14 @@ impl RxState {
             let mut used = 0usize;
             while used < n && self.parser.payload_remaining() == 0 && !out.full() {
                 let input = stage.get(used..n).unwrap_or(&[]);
+                // A small FPDU whole in the copy (a latency-bound exchange) is taken in one
+                // step; anything else, or anything wrong with it, goes event by event.
+                if let Some((c, seg, data)) = self.parser.feed_whole(input) {
+                    used = used.saturating_add(c);
+                    self.whole(conn, qp, &seg, data, out)
+                        .map_err(|f| (pos.saturating_add(used), f))?;
+                    continue;
+                }
                 let (c, ev) = self.parser.feed(input);
                 used = used.saturating_add(c);
                 // `ev` borrows `stage`, not the engine: handled where it is, without a copy.
