@@ -1120,7 +1120,7 @@ impl TcpSocket {
     /// the total, or `EAGAIN` if none fit. At most [`MAX_SEND_BUFS`] buffers (`EINVAL`).
     /// May sleep.
     pub fn send(&self, bufs: &[&[u8]], flags: SendFlags) -> Result<usize> {
-        let (mut kv, n, total) = kvecs(bufs)?;
+        let (mut kv, n, total) = kvecs::<MAX_SEND_BUFS>(bufs)?;
         // SAFETY: `sock` is valid; `kv[..n]` describe `total` readable bytes borrowed for the
         // call; `kernel_sendmsg` only reads them.
         let ret = unsafe {
@@ -1225,11 +1225,11 @@ impl Drop for TcpSocket {
     }
 }
 
-fn kvecs(bufs: &[&[u8]]) -> Result<([bindings::kvec; MAX_SEND_BUFS], usize, usize)> {
-    if bufs.len() > MAX_SEND_BUFS {
+fn kvecs<const N: usize>(bufs: &[&[u8]]) -> Result<([bindings::kvec; N], usize, usize)> {
+    if bufs.len() > N || N > MAX_SEND_BUFS {
         return Err(EINVAL);
     }
-    let mut kv = [bindings::kvec::default(); MAX_SEND_BUFS];
+    let mut kv = [bindings::kvec::default(); N];
     let mut total = 0usize;
     for (k, b) in kv.iter_mut().zip(bufs) {
         k.iov_base = b.as_ptr().cast_mut().cast();
@@ -1460,7 +1460,17 @@ impl SocketGuard<'_> {
     /// Sends the concatenation of `bufs`, copying it (`tcp_sendmsg_locked()`); see
     /// [`TcpSocket::send`]. Socket locked; blocks unless [`SendFlags::DONTWAIT`] is given.
     pub fn send(&mut self, bufs: &[&[u8]], flags: SendFlags) -> Result<usize> {
-        let (kv, n, total) = kvecs(bufs)?;
+        // Most calls send one or two buffers (a small message): an array sized for them saves
+        // initialising the large one on every send.
+        if bufs.len() <= 2 {
+            self.send_n::<2>(bufs, flags)
+        } else {
+            self.send_n::<MAX_SEND_BUFS>(bufs, flags)
+        }
+    }
+
+    fn send_n<const N: usize>(&mut self, bufs: &[&[u8]], flags: SendFlags) -> Result<usize> {
+        let (kv, n, total) = kvecs::<N>(bufs)?;
         // SAFETY: The socket is locked (type invariant) and is a TCP socket; `kv[..n]` lives
         // across the call and describes `total` readable bytes, which TCP only reads.
         Self::sent(unsafe {
