@@ -11,6 +11,8 @@
 //! [`Batch`]: headers, trailers and copied payload in staging pages, payload of user memory
 //! regions by page reference, and handed to TCP, which copies them, in few `sendmsg` calls with
 //! `MSG_DONTWAIT`. When TCP takes only part of a batch, TX stops and `write_space` resumes it.
+//! A small Send or Write alone in the send queue (the latency-bound case) skips all that
+//! ([`TxState::quick`]): it is built on the stack in one pass and handed to TCP in one call.
 //!
 //! Send, Send with Solicited Event / Invalidate and Write complete when their last byte was
 //! handed to TCP; a Read completes when its response arrived (RX). A Read waits for an ORD
@@ -1242,7 +1244,8 @@ impl Conn {
             self.fatal(qp, tx, sock);
             return;
         }
-        if self.rtr_seen.swap(false, AcqRel) {
+        // Once per connection: a plain load first, not a locked exchange on every pass.
+        if self.rtr_seen.load(Acquire) && self.rtr_seen.swap(false, AcqRel) {
             if let Some(cep) = self.cep() {
                 cep.rtr_received();
             }

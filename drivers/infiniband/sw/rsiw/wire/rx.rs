@@ -427,6 +427,7 @@ impl<C: Crc32c> RxParser<C> {
     }
 
     /// Full header validation once `need` bytes are in `h`.
+    #[inline(always)]
     fn check_header(&self, op: Opcode, h: &[u8]) -> Result<Segment, RxError> {
         let ulpdu = usize::from(be16(h, 0).unwrap_or(0));
         let c0 = h.get(2).copied().unwrap_or(0);
@@ -535,6 +536,7 @@ impl<C: Crc32c> RxParser<C> {
     /// the segment and the header length, or `None` if `h` is too short or
     /// the header is bad (the caller then goes step by step, which buffers
     /// the header as far as a Terminate echoes it and reports the error).
+    #[inline(always)]
     fn whole_header(&self, h: &[u8]) -> Option<(Segment, usize)> {
         let n = self.check_len(h).ok()?;
         if h.len() < n {
