@@ -9,7 +9,8 @@
 //! segment's payload starts. Payload is copied once, from the socket buffer straight into the
 //! target memory ([`Placement::write_from_skb`]: the kmap'd pages of a user MR, the page list
 //! of a fast-registration MR, or the kernel VAs of a DMA MR), and then accounted with
-//! [`RxParser::advance_payload`].
+//! [`RxParser::advance_payload`]. A small FPDU that the header copy holds whole is taken in
+//! one step ([`RxParser::feed_whole`]: CRC checked first, payload placed from that copy).
 //!
 //! With MPA CRC on, the CRC is computed over the same bytes in the socket buffer
 //! (`skb_crc32c()`, after the copy succeeded), not over the target after the copy as C siw
@@ -433,6 +434,13 @@ impl RxState {
             Target::Rqe(mo) => {
                 let r = self.rqe.as_ref().ok_or_else(bad)?;
                 let at = u64::from(*mo).saturating_add(u64::from(off));
+                if let ([Some(p), ..], [len, ..], 1) = (&r.pl, &r.lens, r.n) {
+                    // One SGE, the usual receive: no scatter walk.
+                    if at.saturating_add(n as u64) > *len {
+                        return Err(bad());
+                    }
+                    return src.put(p, at, 0, n).map_err(|_| bad());
+                }
                 let mut done = 0usize;
                 for piece in sg_pieces(r.lens.get(..r.n).unwrap_or(&[]), at, n as u64) {
                     let len = usize::try_from(piece.len).map_err(|_| bad())?;
