@@ -401,17 +401,8 @@ impl TxState {
         // The SQE stays in `pending` and is used where it is (it is too large to move on
         // every message): taken once it becomes a message or fails, kept while it waits.
         loop {
-            if !self.pending {
-                match qp.next_sqe(&mut self.sqe) {
-                    None => return Ok(false),
-                    Some(Err(wr)) => {
-                        return Err(Fatal {
-                            wr: Some(wr),
-                            term: None,
-                        })
-                    }
-                    Some(Ok(())) => self.pending = true,
-                }
+            if !self.take_sqe(qp)? {
+                return Ok(false);
             }
             if !matches!(self.sqe.opcode, op::INVAL_STAG | op::REG_MR) {
                 break;
@@ -424,6 +415,24 @@ impl TxState {
             self.pending = false;
         }
         r
+    }
+
+    /// Makes sure `pending` holds a send queue element, taking the next one off the queue if
+    /// needed; returns whether there is one. An invalid element fails the pass.
+    fn take_sqe(&mut self, qp: &Qp<RsiwDevice>) -> Result<bool, Fatal> {
+        if !self.pending {
+            match qp.next_sqe(&mut self.sqe) {
+                None => return Ok(false),
+                Some(Err(wr)) => {
+                    return Err(Fatal {
+                        wr: Some(wr),
+                        term: None,
+                    })
+                }
+                Some(Ok(())) => self.pending = true,
+            }
+        }
+        Ok(true)
     }
 
     /// Starts the peer-to-peer RTR message (MPA-17). Out of line: once per connection.
@@ -725,17 +734,8 @@ impl TxState {
         if self.rtr.is_some() || conn.irq_hint.load(Acquire) {
             return Ok(false);
         }
-        if !self.pending {
-            match qp.next_sqe(&mut self.sqe) {
-                None => return Ok(false),
-                Some(Err(wr)) => {
-                    return Err(Fatal {
-                        wr: Some(wr),
-                        term: None,
-                    })
-                }
-                Some(Ok(())) => self.pending = true,
-            }
+        if !self.take_sqe(qp)? {
+            return Ok(false);
         }
         let sqe = &self.sqe;
         let inline = sqe.flags & flags::INLINE != 0;
