@@ -209,17 +209,27 @@ impl<T: Send + Sync> IndexTable<T> {
 
     /// Returns a reference to the entry at `index`, if any. Lock-free, any context.
     pub fn get(&self, index: u32) -> Option<Arc<T>> {
-        let _rcu = rcu::read_lock();
-        // SAFETY: `self.xa()` is a valid XArray; `xa_load()` may be called under RCU.
+        let rcu = rcu::read_lock();
+        let t = self.get_in(&rcu, index)?;
+        // SAFETY: `t` is the contents of an `Arc<T>` the table owned when it was loaded (type
+        // invariant), alive while `rcu` is held (see `get_in()`): it is alive until the clone
+        // holds its own reference.
+        Some(unsafe { ArcBorrow::<T>::from_raw(t) }.into())
+    }
+
+    /// Returns the entry at `index`, if any, for as long as the RCU read-side critical section
+    /// of `rcu` lasts: no reference is taken, so the entry must not be kept beyond it (nor can
+    /// it be: the borrow ends with the guard). Lock-free, any context.
+    #[inline]
+    pub fn get_in<'a>(&'a self, _rcu: &'a rcu::Guard, index: u32) -> Option<&'a T> {
+        // SAFETY: `self.xa()` is a valid XArray; `xa_load()` may be called under RCU, which
+        // `_rcu` holds.
         let ptr = unsafe { bindings::xa_load(self.xa(), index as usize) };
-        if ptr.is_null() {
-            return None;
-        }
-        // SAFETY: `ptr` is an `Arc<T>` owned by the table (type invariant) when it was loaded,
-        // in this RCU read-side critical section. If it has been erased since, the table still
-        // owns it until a grace period has passed, which cannot end before this section does:
-        // `ptr` is alive until the clone holds its own reference.
-        Some(unsafe { ArcBorrow::<T>::from_raw(ptr.cast::<T>()) }.into())
+        // SAFETY: A non-null `ptr` is an `Arc<T>` owned by the table (type invariant) when it
+        // was loaded, in the RCU read-side critical section of `_rcu`. If it is erased since,
+        // `remove()` waits for a grace period before it gives the table's reference away,
+        // and that cannot end before `_rcu` is dropped, which the returned borrow prevents.
+        (!ptr.is_null()).then(|| unsafe { &*ptr.cast::<T>() })
     }
 
     /// Removes the entry at `index` and returns it, once no lookup that may have found it can
