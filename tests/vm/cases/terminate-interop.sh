@@ -4,8 +4,8 @@
 #
 # Data-path Terminate between rsiw (VM a) and the C siw (VM b), each VM the
 # responder in turn (tests/vm/py/term_access.py): an RDMA Read from a wrong
-# STag and past the end of a buffer, an RDMA Write to a wrong STag and to a
-# buffer without remote write access. The responder terminates (rsiw
+# STag and past the end of a buffer, an RDMA Write to a wrong STag (also
+# after a good one) and to a buffer without remote write access. The responder terminates (rsiw
 # generates the Terminate when it is the server, and acts on siw's when it is
 # the client); the requester sees IBV_WC_REM_ACCESS_ERR for the Read (siw as
 # requester flushes it instead: WR_FLUSH_ERR is accepted from siw only; the
@@ -22,7 +22,7 @@ wait_peer 30
 port=7900
 for srv in a b; do
 	ip=$(fetch "$srv" ip)
-	for check in read-stag read-oob write-stag write-ro; do
+	for check in read-stag read-oob write-stag write-ro write-late; do
 		port=$((port + 1))
 		serve_client "term-$check-$srv" "$srv" "$port" \
 			"python3 /rsiw/tests/vm/py/term_access.py server $ip $port $check $RSIW_DRIVER" \

@@ -14,7 +14,12 @@
 #   read-stag   an RDMA Read from a wrong STag (index + 1);
 #   read-oob    an RDMA Read running 64 bytes past the end of the buffer;
 #   write-stag  an RDMA Write to a wrong STag, then a Send;
-#   write-ro    an RDMA Write to the read-only buffer, then a Send.
+#   write-ro    an RDMA Write to the read-only buffer, then a Send;
+#   write-late  two RDMA Writes of 16 bytes into the buffer (at 0 and 64),
+#               each waited for, then one to a wrong STag: small Writes
+#               after the stream's first message (rsiw places them from its
+#               header copy in one step, RxParser::feed_whole). The server
+#               checks both good Writes' bytes.
 #
 # The responder must answer with a Terminate and go to ERROR. The client
 # must see IBV_WC_REM_ACCESS_ERR for the Read (with "siw", for the C siw as
@@ -38,7 +43,9 @@ from cmutil import conn_param, fail, log, next_event
 cmutil.NAME = 'term_access'
 
 SIZE = 4096
-CHECKS = ('read-stag', 'read-oob', 'write-stag', 'write-ro')
+# write-late: 16 bytes, so that the whole FPDU fits rsiw's 72-byte header copy.
+PATTERN = bytes((i * 7 + 3) & 0xff for i in range(16))
+CHECKS = ('read-stag', 'read-oob', 'write-stag', 'write-ro', 'write-late')
 
 
 def qp_attr():
@@ -70,6 +77,11 @@ def server(addr, port, check, siw=False):
     if wc.status != e.IBV_WC_WR_FLUSH_ERR:
         fail(f'receive completed with status {wc.status}, expected WR_FLUSH_ERR')
     log('receive flushed')
+    if check == 'write-late':
+        for off in (0, 64):
+            if bytes(buf.read(len(PATTERN), off)) != PATTERN:
+                fail(f'the Write to offset {off} did not land')
+        log('write-late: both good Writes landed')
     st = qp_state(child)
     if st != e.IBV_QPS_ERR:
         fail(f'server QP state {st}, expected ERROR')
@@ -91,6 +103,14 @@ def client(addr, port, check, siw=False):
         cmid.post_read(local, 128, raddr + size - 64, rkey, flags=sig)
     elif check == 'write-stag':
         cmid.post_write(local, 64, raddr, bad_rkey, flags=sig)
+    elif check == 'write-late':
+        local.write(PATTERN, len(PATTERN), 0)
+        for off in (0, 64):
+            cmid.post_write(local, len(PATTERN), raddr + off, rkey, flags=sig)
+            wc = cmid.get_send_comp()
+            if wc.status != e.IBV_WC_SUCCESS:
+                fail(f'Write to offset {off} completed with status {wc.status}')
+        cmid.post_write(local, len(PATTERN), raddr, bad_rkey, flags=sig)
     else:
         cmid.post_write(local, 64, raddr, rkey, flags=sig)
     wc = cmid.get_send_comp()

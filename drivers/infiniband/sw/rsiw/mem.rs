@@ -66,11 +66,14 @@ use crate::{
         Sqe, //
     },
 };
-use core::sync::atomic::{
-    AtomicBool,
-    Ordering::{
-        Acquire,
-        Release, //
+use core::{
+    ops::Deref,
+    sync::atomic::{
+        AtomicBool,
+        Ordering::{
+            Acquire,
+            Release, //
+        },
     },
 };
 use kernel::{
@@ -92,6 +95,7 @@ use kernel::{
     },
     revocable::Revocable,
     sync::{
+        rcu,
         Arc,
         SpinLockIrq, //
     },
@@ -241,12 +245,14 @@ impl Mem {
     }
 }
 
-/// A checked access to `[to, to + len)` of a region, returned by [`MemTable::check`].
+/// A checked access to `[to, to + len)` of a region, returned by [`MemTable::check`] (with a
+/// reference to the region) or [`MemTable::check_in`] (borrowed for an RCU read-side critical
+/// section: no reference counting for a copy done at once).
 ///
-/// Holds a reference to the region; the memory itself may still be revoked by a concurrent
-/// deregistration, in which case copies fail with `ENOENT`.
-pub(crate) struct Placement {
-    mem: Arc<Mem>,
+/// The memory itself may still be revoked by a concurrent deregistration, in which case
+/// copies fail with `ENOENT`.
+pub(crate) struct Placement<M: Deref<Target = Mem> = Arc<Mem>> {
+    mem: M,
     /// Offset of `to` from the region's base.
     off: u64,
     len: u64,
@@ -254,7 +260,7 @@ pub(crate) struct Placement {
     gen: u64,
 }
 
-impl Placement {
+impl<M: Deref<Target = Mem>> Placement<M> {
     /// Returns the region.
     pub(crate) fn mem(&self) -> &Mem {
         &self.mem
@@ -372,7 +378,7 @@ impl Placement {
     }
 }
 
-impl Placement {
+impl<M: Deref<Target = Mem>> Placement<M> {
     /// Hands `f(page, offset_in_page, len)` a reference on each page piece of bytes
     /// `[at, at + len)` of the checked range, in order, to send the bytes by reference or with
     /// a copy after the region's lock is dropped ([`UmemPageRef`]).
@@ -397,6 +403,21 @@ impl Placement {
             None => Err(EOPNOTSUPP),
         }
     }
+}
+
+/// The checks of [`MemTable::check`] on the region `stag` named.
+#[inline(always)]
+fn checked<M: Deref<Target = Mem>>(
+    mem: M,
+    pd: PdId,
+    stag: u32,
+    need: Rights,
+    to: u64,
+    len: u64,
+) -> Result<Placement<M>, Fault> {
+    let (view, gen) = mem.view();
+    let off = check_region(&view, stag::stag_key(stag), pd, need, to, len)?;
+    Ok(Placement { mem, off, len, gen })
 }
 
 /// What holds the memory of a new region.
@@ -570,9 +591,25 @@ impl MemTable {
             .table
             .get(stag::stag_index(stag))
             .ok_or(Fault::InvalidStag)?;
-        let (view, gen) = mem.view();
-        let off = check_region(&view, stag::stag_key(stag), pd, need, to, len)?;
-        Ok(Placement { mem, off, len, gen })
+        checked(mem, pd, stag, need, to, len)
+    }
+
+    /// [`MemTable::check`] for a copy done within the RCU read-side critical section of `rcu`
+    /// (one message's small payload): the region is borrowed, not referenced.
+    pub(crate) fn check_in<'a>(
+        &'a self,
+        rcu: &'a rcu::Guard,
+        pd: PdId,
+        stag: u32,
+        need: Rights,
+        to: u64,
+        len: u64,
+    ) -> Result<Placement<&'a Mem>, Fault> {
+        let mem = self
+            .table
+            .get_in(rcu, stag::stag_index(stag))
+            .ok_or(Fault::InvalidStag)?;
+        checked(mem, pd, stag, need, to, len)
     }
 
     /// Invalidates `stag`: a Local Invalidate SQE or the sink of a Read with Local Invalidate

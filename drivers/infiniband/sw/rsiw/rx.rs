@@ -49,6 +49,7 @@ use crate::{
     wire::{
         atomic::{
             access_error,
+            Fault,
             Target as AccessTarget, //
         },
         hdr::{
@@ -99,6 +100,7 @@ use kernel::{
     rdma::object::Qp,
     sync::{
         aref::ARef,
+        rcu,
         ArcBorrow, //
     },
 };
@@ -323,17 +325,13 @@ impl RxState {
             }
         }
         let len = u64::from(seg.payload_len);
-        let mem = qp.device().mem();
         match (seg.hdr.opcode, seg.hdr.placement) {
             (Opcode::Write, WirePlacement::Tagged { stag, to }) => {
                 if len > 0 {
-                    match mem.check(conn.pd, stag, Rights::REMOTE_WRITE, to, len) {
-                        Ok(p) => self.target = Target::Tagged(p),
-                        Err(f) => {
-                            let (c, e) = access_error(AccessTarget::Write, f);
-                            return Err(self.term(c, e));
-                        }
-                    }
+                    let p = (qp.device().mem())
+                        .check(conn.pd, stag, Rights::REMOTE_WRITE, to, len)
+                        .map_err(|f| self.write_fault(f))?;
+                    self.target = Target::Tagged(p);
                 }
             }
             (Opcode::ReadResponse, WirePlacement::Tagged { stag, to }) => {
@@ -371,6 +369,12 @@ impl RxState {
             }
         }
         Ok(())
+    }
+
+    /// The Terminate for a Write whose target failed its check (spec-map DDP-08, T-06).
+    fn write_fault(&self, f: Fault) -> Fail {
+        let (c, e) = access_error(AccessTarget::Write, f);
+        self.term(c, e)
     }
 
     /// A Read Response segment's header: it must continue the oldest outstanding Read, into
@@ -423,11 +427,7 @@ impl RxState {
     /// copy, from the socket buffer (or the header copy a whole small FPDU is in) straight
     /// into the target memory.
     fn place(&self, off: u32, src: &Payload<'_, '_>, n: usize) -> Result<(), Fail> {
-        let bad = || {
-            Some(Terminate::bare(TermCode::tagged(
-                DdpTaggedCode::InvalidStag,
-            )))
-        };
+        let bad = place_fault;
         match &self.target {
             Target::None => Ok(()),
             Target::Tagged(p) => src.put(p, u64::from(off), 0, n).map_err(|_| bad()),
@@ -468,6 +468,22 @@ impl RxState {
         data: &[u8],
         out: &mut Outbox,
     ) -> Result<(), Fail> {
+        if let (Opcode::Write, WirePlacement::Tagged { stag, to }, true) =
+            (seg.hdr.opcode, seg.hdr.placement, self.first_done)
+        {
+            // A Write after the stream's first message (no RTR to check, nothing for its
+            // end to do): checked and placed here, without the state the event path keeps
+            // from a segment's header to its end.
+            if !data.is_empty() {
+                let rcu = rcu::read_lock();
+                let n = data.len() as u64;
+                let p = (qp.device().mem())
+                    .check_in(&rcu, conn.pd, stag, Rights::REMOTE_WRITE, to, n)
+                    .map_err(|f| self.write_fault(f))?;
+                p.write(0, data).map_err(|_| place_fault())?;
+            }
+            return Ok(());
+        }
         self.on_segment(conn, qp, seg, out)?;
         if !data.is_empty() {
             self.place(0, &Payload::Bytes(data), data.len())?;
@@ -704,6 +720,14 @@ impl RxState {
         }
         Ok(pos)
     }
+}
+
+/// A copy into a checked target failed: the region went away (deregistered or invalidated)
+/// or the range is not in the receive.
+fn place_fault() -> Fail {
+    Some(Terminate::bare(TermCode::tagged(
+        DdpTaggedCode::InvalidStag,
+    )))
 }
 
 /// The peer terminated: fails the connection without answering (RFC 5040 6.1).

@@ -108,7 +108,10 @@ use kernel::{
     page::PAGE_SIZE,
     prelude::*,
     rdma::object::Qp,
-    sync::Arc,
+    sync::{
+        rcu,
+        Arc, //
+    },
 };
 
 /// Batches sent per pass before the work item requeues itself (fairness between QPs).
@@ -763,14 +766,21 @@ impl TxState {
         let (id, opcode) = (sqe.id, sqe.opcode);
         let fail = |st: u16| Fatal::local(Some((id, opcode, st)));
         self.pending = false;
+        // The payload is copied into the FPDU at once: the region is borrowed under RCU.
+        let rcu = rcu::read_lock();
         let place = if inline || len == 0 {
             None
         } else {
             let s = sqe.sge[0];
-            let p = qp
-                .device()
-                .mem()
-                .check(conn.pd, s.lkey, Rights::LOCAL_READ, s.laddr, len as u64)
+            let p = (qp.device().mem())
+                .check_in(
+                    &rcu,
+                    conn.pd,
+                    s.lkey,
+                    Rights::LOCAL_READ,
+                    s.laddr,
+                    len as u64,
+                )
                 .map_err(|_| fail(status::LOC_PROT_ERR))?;
             Some(p)
         };
@@ -822,8 +832,8 @@ impl TxState {
             },
         )
         .map_err(|_| fail(status::LOC_PROT_ERR))?;
-        // The FPDU holds its own copy of the payload.
-        drop(place);
+        // The FPDU holds its own copy of the payload: the region is no longer needed.
+        drop(rcu);
         let done = Done::Sq {
             id,
             opcode,
