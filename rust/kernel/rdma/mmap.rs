@@ -33,7 +33,10 @@ use crate::{
     },
     types::Opaque, //
 };
-use core::ptr::NonNull;
+use core::{
+    marker::PhantomData,
+    ptr::NonNull, //
+};
 
 use super::udata::Udata;
 
@@ -121,7 +124,10 @@ impl SharedBuf {
     /// ordering: to read an element after observing its "valid" flag, load the flag first with
     /// [`Self::load_acquire_u16`] (or `_u32`).
     #[inline]
-    pub fn read<E: zerocopy::FromBytes + zerocopy::IntoBytes>(&self, off: usize) -> Option<E> {
+    pub fn read<E: zerocopy::FromBytes + zerocopy::IntoBytes + zerocopy::Immutable>(
+        &self,
+        off: usize,
+    ) -> Option<E> {
         let mut v = E::new_zeroed();
         self.read_into(off, &mut v)?;
         Some(v)
@@ -131,22 +137,12 @@ impl SharedBuf {
     /// for a caller that keeps a buffer for it: a large element is then not moved again after
     /// the copy. On `None` (bad alignment, size or bounds) `v` is unchanged.
     #[inline]
-    pub fn read_into<E: zerocopy::FromBytes + zerocopy::IntoBytes>(
+    pub fn read_into<E: zerocopy::FromBytes + zerocopy::IntoBytes + zerocopy::Immutable>(
         &self,
         off: usize,
         v: &mut E,
     ) -> Option<()> {
-        let size = core::mem::size_of::<E>();
-        if size % 8 != 0 {
-            return None;
-        }
-        let p = self.at(off, size, 8)?;
-        for (i, chunk) in v.as_mut_bytes().chunks_exact_mut(8).enumerate() {
-            // SAFETY: `at()` checked that the `size` bytes at `p` are in bounds and that `p` is
-            // 8-byte aligned; `i * 8 + 8 <= size`.
-            let w = unsafe { Self::load_word(p.add(i * 8)) };
-            chunk.copy_from_slice(&w.to_ne_bytes());
-        }
+        self.slot::<E>(off)?.read_into(v);
         Some(())
     }
 
@@ -156,20 +152,35 @@ impl SharedBuf {
     /// are not met. To publish the element, store its "valid" flag afterwards with
     /// [`Self::store_release_u16`] (or `_u32`).
     #[inline]
-    pub fn write<E: zerocopy::IntoBytes + zerocopy::Immutable>(&self, off: usize, e: &E) -> Result {
-        let bytes = e.as_bytes();
-        if bytes.len() % 8 != 0 {
-            return Err(EINVAL);
-        }
-        let p = self.at(off, bytes.len(), 8).ok_or(EINVAL)?;
-        for (i, chunk) in bytes.chunks_exact(8).enumerate() {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(chunk);
-            // SAFETY: `at()` checked that the `bytes.len()` bytes at `p` are in bounds and that
-            // `p` is 8-byte aligned; `i * 8 + 8 <= bytes.len()`.
-            unsafe { Self::store_word(p.add(i * 8), u64::from_ne_bytes(w)) };
-        }
+    pub fn write<E: zerocopy::FromBytes + zerocopy::IntoBytes + zerocopy::Immutable>(
+        &self,
+        off: usize,
+        e: &E,
+    ) -> Result {
+        self.slot::<E>(off).ok_or(EINVAL)?.write(e);
         Ok(())
+    }
+
+    /// Returns the element of type `E` at byte offset `off` as a [`Slot`], checked once for
+    /// alignment (8 bytes), size (a multiple of 8 bytes) and bounds, so that its fields are
+    /// accessed without checking the buffer's bounds again. `None` if a check fails.
+    #[inline]
+    pub fn slot<E: zerocopy::FromBytes + zerocopy::IntoBytes + zerocopy::Immutable>(
+        &self,
+        off: usize,
+    ) -> Option<Slot<'_, E>> {
+        let size = core::mem::size_of::<E>();
+        if size % 8 != 0 {
+            return None;
+        }
+        let p = self.at(off, size, 8)?;
+        // INVARIANT: `at()` checked that the `size` bytes at `p` are inside the buffer and that
+        // `p` is 8-byte aligned.
+        Some(Slot {
+            p,
+            _buf: PhantomData,
+            _e: PhantomData,
+        })
     }
 
     /// Loads the 16-bit value at `off` (2-byte aligned) with acquire ordering.
@@ -237,6 +248,90 @@ unsafe impl Send for SharedBuf {}
 
 // SAFETY: All accesses through `&self` are atomic.
 unsafe impl Sync for SharedBuf {}
+
+/// An element of type `E` in a [`SharedBuf`] (a ring's slot), from [`SharedBuf::slot`]: its
+/// bounds were checked once, and its fields are accessed at offsets checked against the size
+/// of `E` only (constant offsets fold away). The same access rules as for the buffer apply:
+/// atomic word loads and stores, never a reference to the memory.
+///
+/// # Invariants
+///
+/// `p` is 8-byte aligned, and the `size_of::<E>()` bytes at `p` are inside the buffer that
+/// `'a` borrows.
+pub struct Slot<'a, E> {
+    p: *mut u8,
+    _buf: PhantomData<&'a SharedBuf>,
+    _e: PhantomData<fn() -> E>,
+}
+
+impl<E: zerocopy::FromBytes + zerocopy::IntoBytes + zerocopy::Immutable> Slot<'_, E> {
+    /// Returns a pointer to the `n` bytes at `off` in the element, if they are inside it and
+    /// `off` is a multiple of `n` (a power of two up to 8).
+    #[inline]
+    fn field(&self, off: usize, n: usize) -> Option<*mut u8> {
+        if off % n != 0 || off.checked_add(n)? > core::mem::size_of::<E>() {
+            return None;
+        }
+        // SAFETY: `off + n <= size_of::<E>()`: inside the element, so inside the buffer (type
+        // invariant).
+        Some(unsafe { self.p.add(off) })
+    }
+
+    /// Copies the element into `v`, one relaxed 64-bit load per word (see
+    /// [`SharedBuf::read`]).
+    #[inline]
+    pub fn read_into(&self, v: &mut E) {
+        for (i, chunk) in v.as_mut_bytes().chunks_exact_mut(8).enumerate() {
+            // SAFETY: `p` is 8-byte aligned and the element's bytes are in the buffer (type
+            // invariant); `size_of::<E>()` is a multiple of 8 (checked by
+            // `SharedBuf::slot()`), so `i * 8 + 8 <= size_of::<E>()`.
+            let w = unsafe { SharedBuf::load_word(self.p.add(i * 8)) };
+            chunk.copy_from_slice(&w.to_ne_bytes());
+        }
+    }
+
+    /// Writes `e` into the element, one relaxed 64-bit store per word (see
+    /// [`SharedBuf::write`]).
+    #[inline]
+    pub fn write(&self, e: &E) {
+        for (i, chunk) in e.as_bytes().chunks_exact(8).enumerate() {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(chunk);
+            // SAFETY: As for `read_into`.
+            unsafe { SharedBuf::store_word(self.p.add(i * 8), u64::from_ne_bytes(w)) };
+        }
+    }
+
+    /// Loads the 16-bit field at `off` (2-byte aligned) with acquire ordering.
+    #[inline]
+    pub fn load_acquire_u16(&self, off: usize) -> Option<u16> {
+        let p = self.field(off, 2)?;
+        // SAFETY: `p` is aligned and inside the buffer, which `'a` keeps alive; only atomic
+        // accesses.
+        let a = unsafe { Atomic::from_ptr(p.cast::<i16>()) };
+        Some(a.load(Acquire) as u16)
+    }
+
+    /// Stores the 16-bit field at `off` (2-byte aligned) with release ordering.
+    #[inline]
+    pub fn store_release_u16(&self, off: usize, v: u16) -> Result {
+        let p = self.field(off, 2).ok_or(EINVAL)?;
+        // SAFETY: As for `load_acquire_u16`.
+        let a = unsafe { Atomic::from_ptr(p.cast::<i16>()) };
+        a.store(v as i16, Release);
+        Ok(())
+    }
+
+    /// Stores the 32-bit field at `off` (4-byte aligned) with release ordering.
+    #[inline]
+    pub fn store_release_u32(&self, off: usize, v: u32) -> Result {
+        let p = self.field(off, 4).ok_or(EINVAL)?;
+        // SAFETY: As for `load_acquire_u16`.
+        let a = unsafe { Atomic::from_ptr(p.cast::<u32>()) };
+        a.store(v, Release);
+        Ok(())
+    }
+}
 
 /// An mmap entry of a user context that owns a [`SharedBuf`].
 ///
