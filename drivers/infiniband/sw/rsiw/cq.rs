@@ -172,7 +172,9 @@ impl RsiwCq {
         let notify = {
             let mut st = this.state.lock();
             let put = st.put;
-            if this.ring.is_valid(put) {
+            // One bounds check for the element's accesses below.
+            let slot = this.ring.slot(put).ok_or(EINVAL)?;
+            if ring::slot_valid(&slot) {
                 drop(st);
                 cq.dispatch_event(EventType::CQ_ERR);
                 return Err(ENOMEM);
@@ -194,13 +196,15 @@ impl RsiwCq {
                 imm_data: imm,
                 qp_id: u64::from(qp.qp_num()),
             };
-            this.ring.write(put, &cqe)?;
+            slot.write(&cqe);
             if let Some(t) = st.qps.get_mut(ring::slot(put, this.ring.size()) as usize) {
                 *t = Some(qp.token());
             }
             let st16 = c.status.to_ne_bytes();
-            this.ring
-                .publish32(put, u32::from_ne_bytes([fl, c.opcode, st16[0], st16[1]]))?;
+            slot.store_release_u32(
+                wqe::FLAGS_OFFSET,
+                u32::from_ne_bytes([fl, c.opcode, st16[0], st16[1]]),
+            )?;
             st.put = put.wrapping_add(1);
             this.notify_now(c.solicited)
         };

@@ -13,7 +13,10 @@ use core::marker::PhantomData;
 use kernel::{
     prelude::*,
     rdma::{
-        mmap::RingBuf,
+        mmap::{
+            RingBuf,
+            Slot, //
+        },
         udata::Udata, //
     },
     sync::atomic::{
@@ -42,6 +45,14 @@ pub(crate) fn ring_size(n: u32, max: u32) -> Option<u32> {
         return None;
     }
     n.max(1).checked_next_power_of_two()
+}
+
+/// Returns whether `s` is owned by the consumer (`VALID` set), with acquire ordering: what
+/// [`Ring::is_valid`] returns for its counter.
+pub(crate) fn slot_valid<E: FromBytes + IntoBytes + Immutable>(s: &Slot<'_, E>) -> bool {
+    // The `VALID` bit is in the first byte of `flags` (a `u8` in CQEs).
+    let f = s.load_acquire_u16(wqe::FLAGS_OFFSET).unwrap_or(0);
+    f.to_ne_bytes()[0] & (wqe::flags::VALID as u8) != 0
 }
 
 /// A ring of elements of type `E`, followed by `extra` bytes (the CQ arming word).
@@ -91,6 +102,11 @@ impl<E: FromBytes + IntoBytes + Immutable> Ring<E> {
         slot(counter, self.size) as usize * core::mem::size_of::<E>()
     }
 
+    /// Returns the slot of `counter`, bounds-checked once for the accesses to its fields.
+    pub(crate) fn slot(&self, counter: u32) -> Option<Slot<'_, E>> {
+        self.buf.slot(self.off(counter))
+    }
+
     /// Returns the flags of the slot of `counter`, with acquire ordering.
     pub(crate) fn flags(&self, counter: u32) -> u16 {
         self.buf
@@ -109,11 +125,6 @@ impl<E: FromBytes + IntoBytes + Immutable> Ring<E> {
         self.buf.read(self.off(counter))
     }
 
-    /// Copies the element of the slot of `counter` into `e`.
-    pub(crate) fn read_into(&self, counter: u32, e: &mut E) -> Option<()> {
-        self.buf.read_into(self.off(counter), e)
-    }
-
     /// Writes `e` into the slot of `counter` without publishing it (its `flags` should be 0).
     pub(crate) fn write(&self, counter: u32, e: &E) -> Result {
         self.buf.write(self.off(counter), e)
@@ -123,13 +134,6 @@ impl<E: FromBytes + IntoBytes + Immutable> Ring<E> {
     pub(crate) fn publish16(&self, counter: u32, flags: u16) -> Result {
         self.buf
             .store_release_u16(self.off(counter) + wqe::FLAGS_OFFSET, flags)
-    }
-
-    /// Publishes the slot of `counter` by storing the 32-bit word at the `flags` field with
-    /// release ordering (for CQEs: flags, opcode and status).
-    pub(crate) fn publish32(&self, counter: u32, word: u32) -> Result {
-        self.buf
-            .store_release_u32(self.off(counter) + wqe::FLAGS_OFFSET, word)
     }
 
     /// Hands the slot of `counter` back to the producer (clears its flags).
@@ -148,11 +152,13 @@ impl<E: FromBytes + IntoBytes + Immutable> Ring<E> {
     pub(crate) fn take_into(&self, get: &Atomic<u32>, e: &mut E) -> bool {
         loop {
             let g = get.load(Acquire);
-            if !self.is_valid(g) || self.read_into(g, e).is_none() {
+            let Some(s) = self.slot(g).filter(slot_valid) else {
                 return false;
-            }
+            };
+            s.read_into(e);
             if get.cmpxchg(g, g.wrapping_add(1), Full).is_ok() {
-                self.release(g);
+                // Cannot fail: the offset is in the element and aligned.
+                let _ = s.store_release_u16(wqe::FLAGS_OFFSET, 0);
                 return true;
             }
         }
@@ -213,10 +219,18 @@ mod tests {
             bytes: 7,
             ..Default::default()
         };
-        r.write(5, &c)?;
-        assert!(!r.is_valid(1));
-        r.publish32(5, u32::from_ne_bytes([1, 3, 4, 0]))?;
-        assert!(r.is_valid(1));
+        let s = r.slot(5).ok_or(EINVAL)?;
+        s.write(&c);
+        assert!(!r.is_valid(1) && !slot_valid(&s));
+        // CQEs are published with their flags, opcode and status in one word.
+        s.store_release_u32(wqe::FLAGS_OFFSET, u32::from_ne_bytes([1, 3, 4, 0]))?;
+        assert!(r.is_valid(1) && slot_valid(&s));
+        // A field outside the element or misaligned is refused.
+        assert_eq!(
+            s.load_acquire_u16(core::mem::size_of::<wqe::Cqe>() - 1),
+            None
+        );
+        assert_eq!(s.load_acquire_u16(wqe::FLAGS_OFFSET + 1), None);
         let got = r.read(1).ok_or(EINVAL)?;
         assert_eq!(
             (got.id, got.flags, got.opcode, got.status, got.bytes),
