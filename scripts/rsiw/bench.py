@@ -73,6 +73,7 @@ class Pair:
                 "--driver", drv, "--driver-b", drv, "--quiet", "--timeout", "86400",
                 "--out", str(self.dir), "--cmd",
                 f"RSIW_BENCH_TURNS=1 RSIW_BENCH_STATS={os.environ.get('RSIW_BENCH_STATS', '')} "
+                f"RSIW_BENCH_LAT_ITERS={os.environ.get('RSIW_BENCH_LAT_ITERS', '')} "
                 "/rsiw/guest/bench"]
         if kargs:
             argv += ["--karg", kargs]

@@ -14,7 +14,8 @@
 # low and drift: read the ratios, and repeat (RSIW_BENCH_ROUNDS, default 3)
 # to see the spread. RSIW_BENCH_ONLY selects a subset (see
 # scripts/rsiw/guest/bench). RSIW_BENCH_PAIRS=N boots N pairs per
-# configuration and averages them (each boot has its own speed).
+# configuration and averages them (each boot has its own speed);
+# RSIW_BENCH_LAT_ITERS sets the latency tools' iterations (default 1000).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
