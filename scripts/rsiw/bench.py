@@ -25,6 +25,7 @@ Usage: bench.py OUT ROUNDS [ONLY]; OUT holds the tools directory (the
 connect-delay shim) and receives one directory per pair and results.txt.
 """
 import os
+import random
 import re
 import socket
 import statistics
@@ -216,6 +217,14 @@ def by_config(pairs: list, res: dict) -> dict:
     return out
 
 
+def interval(xs: list, n: int = 4000) -> tuple[float, float, float]:
+    """The geometric mean of xs and a 90 % bootstrap interval for it (resampling xs,
+    seeded: the same figures give the same interval)."""
+    rng = random.Random(len(xs))
+    means = sorted(statistics.geometric_mean(rng.choices(xs, k=len(xs))) for _ in range(n))
+    return statistics.geometric_mean(xs), means[n // 20], means[n - 1 - n // 20]
+
+
 def report(out: Path, rounds: int, res: dict, raw: dict, notes: list) -> None:
     med = lambda v: statistics.median(v) if v else None
     fmt = lambda x: f"{x:10.2f}" if x is not None else f"{'-':>10}"
@@ -257,6 +266,23 @@ def report(out: Path, rounds: int, res: dict, raw: dict, notes: list) -> None:
               " it is siw/x; x/tcp: RDMA bandwidth over iperf3's on the same pair's link;",
               " rsiw-64k: rsiw with fpdu_segments=45, FPDUs of up to 64 KiB)"]
     lines += notes
+    # The per-round ratios, their geometric mean and how sure it is: a 90 % interval from
+    # resampling the rounds (the host's speed swings, rsiw-testing.rst, make single rounds
+    # range over 2x; with few rounds the interval is rough).
+    spread = []
+    for (test, size, unit), v in res.items():
+        for d in ("rsiw", "rsiw-64k"):
+            rs = [better(unit, v["siw"][r], v[d][r]) for r in v.get(d, {})
+                  if r in v.get("siw", {})]
+            rs = [x for x in rs if x]
+            if len(rs) < 2:
+                continue
+            g, lo, hi = interval(rs)
+            spread.append(f"  {test:<12} {size:>7} {d + '/siw':<12} {' '.join(f'{x:.2f}' for x in rs)}"
+                          f"  geomean {g:.2f} [{lo:.2f}, {hi:.2f}]")
+    if spread:
+        lines.append("ratios per round, geometric mean [90 % interval over rounds]:")
+        lines += spread
     # Every round's figures, for the spread.
     lines.append("per round:")
     for (test, size, unit), v in raw.items():
