@@ -54,6 +54,7 @@ use crate::{
         },
         hdr::{
             Body,
+            DdpHeader,
             Opcode,
             Placement as WirePlacement,
             ReadRequest,
@@ -431,30 +432,35 @@ impl RxState {
         match &self.target {
             Target::None => Ok(()),
             Target::Tagged(p) => src.put(p, u64::from(off), 0, n).map_err(|_| bad()),
-            Target::Rqe(mo) => {
-                let r = self.rqe.as_ref().ok_or_else(bad)?;
-                let at = u64::from(*mo).saturating_add(u64::from(off));
-                if let ([Some(p), ..], [len, ..], 1) = (&r.pl, &r.lens, r.n) {
-                    // One SGE, the usual receive: no scatter walk.
-                    if at.saturating_add(n as u64) > *len {
-                        return Err(bad());
-                    }
-                    return src.put(p, at, 0, n).map_err(|_| bad());
-                }
-                let mut done = 0usize;
-                for piece in sg_pieces(r.lens.get(..r.n).unwrap_or(&[]), at, n as u64) {
-                    let len = usize::try_from(piece.len).map_err(|_| bad())?;
-                    let p = r.pl.get(piece.index).and_then(|p| p.as_ref());
-                    src.put(p.ok_or_else(bad)?, piece.offset, done, len)
-                        .map_err(|_| bad())?;
-                    done = done.saturating_add(len);
-                }
-                if done != n {
-                    return Err(bad());
-                }
-                Ok(())
-            }
+            Target::Rqe(mo) => self.place_rqe(*mo, off, src, n),
         }
+    }
+
+    /// Places `n` payload bytes, from `src`, at `off` in the current segment's payload, which
+    /// goes into the current receive at message offset `mo`.
+    fn place_rqe(&self, mo: u32, off: u32, src: &Payload<'_, '_>, n: usize) -> Result<(), Fail> {
+        let bad = place_fault;
+        let r = self.rqe.as_ref().ok_or_else(bad)?;
+        let at = u64::from(mo).saturating_add(u64::from(off));
+        if let ([Some(p), ..], [len, ..], 1) = (&r.pl, &r.lens, r.n) {
+            // One SGE, the usual receive: no scatter walk.
+            if at.saturating_add(n as u64) > *len {
+                return Err(bad());
+            }
+            return src.put(p, at, 0, n).map_err(|_| bad());
+        }
+        let mut done = 0usize;
+        for piece in sg_pieces(r.lens.get(..r.n).unwrap_or(&[]), at, n as u64) {
+            let len = usize::try_from(piece.len).map_err(|_| bad())?;
+            let p = r.pl.get(piece.index).and_then(|p| p.as_ref());
+            src.put(p.ok_or_else(bad)?, piece.offset, done, len)
+                .map_err(|_| bad())?;
+            done = done.saturating_add(len);
+        }
+        if done != n {
+            return Err(bad());
+        }
+        Ok(())
     }
 
     /// A whole small FPDU that [`RxParser::feed_whole`] took from the header copy: its
@@ -483,6 +489,31 @@ impl RxState {
                 p.write(0, data).map_err(|_| place_fault())?;
             }
             return Ok(());
+        }
+        if let (
+            Opcode::Send | Opcode::SendInv | Opcode::SendSe | Opcode::SendSeInv,
+            WirePlacement::Untagged { mo, .. },
+            true,
+            true,
+            true,
+        ) = (
+            seg.hdr.opcode,
+            seg.hdr.placement,
+            self.first_done,
+            self.rqe.is_none(),
+            seg.hdr.last,
+        ) {
+            // A whole Send message after the stream's first one (no RTR): what `on_segment`,
+            // `place` and `on_end` do for it, without keeping the segment for its end.
+            self.take_rqe_for(conn, qp, out)?;
+            let avail = self.rqe.as_ref().map(|r| r.total);
+            if let Err(c) = self.untagged.check(seg, avail) {
+                return Err(self.term(c, TermEcho::Ddp));
+            }
+            if !data.is_empty() {
+                self.place_rqe(mo, 0, &Payload::Bytes(data), data.len())?;
+            }
+            return self.end_send(conn, qp, seg.hdr, seg.payload_len, out);
         }
         self.on_segment(conn, qp, seg, out)?;
         if !data.is_empty() {
@@ -518,37 +549,51 @@ impl RxState {
         match hdr.opcode {
             Opcode::ReadResponse if hdr.last => self.read_response_end(conn, qp, out),
             Opcode::Send | Opcode::SendInv | Opcode::SendSe | Opcode::SendSeInv if hdr.last => {
-                let mo = match hdr.placement {
-                    WirePlacement::Untagged { mo, .. } => mo,
-                    WirePlacement::Tagged { .. } => 0,
-                };
-                let bytes = mo.saturating_add(payload_len);
-                let Some(id) = self.rqe.as_ref().map(|r| r.id) else {
-                    return Ok(());
-                };
-                // Dropped in place (its placements), not moved out.
-                self.rqe = None;
-                let mut inval = None;
-                if let WirePlacement::Untagged { inv_stag, .. } = hdr.placement {
-                    if hdr.opcode.has_invalidate() {
-                        if let Err(f) = qp.device().mem().invalidate(conn.pd, inv_stag, true) {
-                            push_rq(
-                                out,
-                                completion(id, status::LOC_PROT_ERR, bytes, None, false),
-                            );
-                            let (c, e) = access_error(AccessTarget::SendInvalidate, f);
-                            return Err(self.term(c, e));
-                        }
-                        inval = Some(inv_stag);
-                    }
-                }
-                let se = hdr.opcode.is_solicited();
-                push_rq(out, completion(id, status::SUCCESS, bytes, inval, se));
+                self.end_send(conn, qp, hdr, payload_len, out)?
             }
             Opcode::ReadRequest => self.read_request_end(conn, qp, body, out)?,
             Opcode::Terminate => return Err(terminated(conn, body)),
             _ => {}
         }
+        Ok(())
+    }
+
+    /// The last segment of a Send ended: completes the receive it filled (if it took one),
+    /// after the Invalidate STag of a Send with Invalidate is invalidated.
+    fn end_send(
+        &mut self,
+        conn: &Conn,
+        qp: &Qp<RsiwDevice>,
+        hdr: DdpHeader,
+        payload_len: u32,
+        out: &mut Outbox,
+    ) -> Result<(), Fail> {
+        let mo = match hdr.placement {
+            WirePlacement::Untagged { mo, .. } => mo,
+            WirePlacement::Tagged { .. } => 0,
+        };
+        let bytes = mo.saturating_add(payload_len);
+        let Some(id) = self.rqe.as_ref().map(|r| r.id) else {
+            return Ok(());
+        };
+        // Dropped in place (its placements), not moved out.
+        self.rqe = None;
+        let mut inval = None;
+        if let WirePlacement::Untagged { inv_stag, .. } = hdr.placement {
+            if hdr.opcode.has_invalidate() {
+                if let Err(f) = qp.device().mem().invalidate(conn.pd, inv_stag, true) {
+                    push_rq(
+                        out,
+                        completion(id, status::LOC_PROT_ERR, bytes, None, false),
+                    );
+                    let (c, e) = access_error(AccessTarget::SendInvalidate, f);
+                    return Err(self.term(c, e));
+                }
+                inval = Some(inv_stag);
+            }
+        }
+        let se = hdr.opcode.is_solicited();
+        push_rq(out, completion(id, status::SUCCESS, bytes, inval, se));
         Ok(())
     }
 
