@@ -239,6 +239,19 @@ impl RxState {
         Some(self.parser.terminate_for(code, echo))
     }
 
+    /// Takes the next receive (the SRQ's if there is one) into `rqe_buf`; returns whether
+    /// there was one. An invalid element is completed with its error and fails the stream.
+    fn next_rqe(&mut self, qp: &Qp<RsiwDevice>, out: &mut Outbox) -> Result<bool, Fail> {
+        match RsiwQp::next_rqe(qp, &mut self.rqe_buf) {
+            None => Ok(false),
+            Some(Err((id, st))) => {
+                push_rq(out, completion(id, st, 0, None, false));
+                Err(local_fail())
+            }
+            Some(Ok(())) => Ok(true),
+        }
+    }
+
     /// Takes a receive for a new untagged message and checks its SGEs.
     fn take_rqe_for(
         &mut self,
@@ -246,15 +259,14 @@ impl RxState {
         qp: &Qp<RsiwDevice>,
         out: &mut Outbox,
     ) -> Result<(), Fail> {
-        let local = || Some(Terminate::bare(TermCode::rdmap_catastrophic()));
-        match RsiwQp::next_rqe(qp, &mut self.rqe_buf) {
-            None => return Ok(()),
-            Some(Err((id, st))) => {
-                push_rq(out, completion(id, st, 0, None, false));
-                return Err(local());
-            }
-            Some(Ok(())) => {}
+        if self.next_rqe(qp, out)? {
+            self.fill_rqe(conn, qp, out)?;
         }
+        Ok(())
+    }
+
+    /// Makes the receive in `rqe_buf` the current one, with its SGEs checked.
+    fn fill_rqe(&mut self, conn: &Conn, qp: &Qp<RsiwDevice>, out: &mut Outbox) -> Result<(), Fail> {
         let rqe = &self.rqe_buf;
         let n = usize::from(rqe.num_sge).min(NUM_SGE);
         // Filled in place: a `CurRqe` is too large to move around on every message.
@@ -300,9 +312,78 @@ impl RxState {
                 out,
                 completion(rqe.id, status::LOC_PROT_ERR, 0, None, false),
             );
-            return Err(local());
+            return Err(local_fail());
         }
         Ok(())
+    }
+
+    /// A whole single-segment Send into a receive of at most one SGE (the usual receive), in
+    /// `rqe_buf`: its SGE checked, the MSN/MO/length checks, the payload copied and the
+    /// receive completed, all under one RCU read-side critical section, with no placement
+    /// kept. The same checks in the same order as [`RxState::fill_rqe`], `on_segment`,
+    /// `place` and `on_end`.
+    fn whole_send_one(
+        &mut self,
+        conn: &Conn,
+        qp: &Qp<RsiwDevice>,
+        seg: &Segment,
+        data: &[u8],
+        out: &mut Outbox,
+    ) -> Result<(), Fail> {
+        let rqe = &self.rqe_buf;
+        let (id, s) = (rqe.id, rqe.sge[0]);
+        let len = if rqe.num_sge == 0 { 0 } else { s.length };
+        let rcu = rcu::read_lock();
+        let p = if len == 0 {
+            None
+        } else {
+            let c = qp.device().mem().check_in(
+                &rcu,
+                conn.pd,
+                s.lkey,
+                Rights::LOCAL_WRITE,
+                s.laddr,
+                u64::from(len),
+            );
+            match c {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    push_rq(out, completion(id, status::LOC_PROT_ERR, 0, None, false));
+                    return Err(local_fail());
+                }
+            }
+        };
+        if let Err(c) = self.untagged.check(seg, Some(u64::from(len))) {
+            // Flushed with the rest of the receive queue.
+            self.keep_rqe(id);
+            return Err(self.term(c, TermEcho::Ddp));
+        }
+        if !data.is_empty() {
+            let WirePlacement::Untagged { mo, .. } = seg.hdr.placement else {
+                return Err(place_fault());
+            };
+            // `check` bounded `mo` plus the payload by the SGE's length.
+            let placed = p.is_some_and(|p| p.write(u64::from(mo), data).is_ok());
+            if !placed {
+                self.keep_rqe(id);
+                return Err(place_fault());
+            }
+        }
+        drop(rcu);
+        self.finish_send(conn, qp, seg.hdr, seg.payload_len, id, out)
+    }
+
+    /// Keeps the receive `id` as the current one, to be flushed. Out of line: only on errors.
+    #[cold]
+    #[inline(never)]
+    fn keep_rqe(&mut self, id: u64) {
+        self.rqe = Some(CurRqe {
+            id,
+            pl: Default::default(),
+            lens: [0; NUM_SGE],
+            n: 0,
+            total: 0,
+        });
     }
 
     /// A new segment's header was validated.
@@ -505,7 +586,12 @@ impl RxState {
         ) {
             // A whole Send message after the stream's first one (no RTR): what `on_segment`,
             // `place` and `on_end` do for it, without keeping the segment for its end.
-            self.take_rqe_for(conn, qp, out)?;
+            if self.next_rqe(qp, out)? {
+                if self.rqe_buf.num_sge <= 1 {
+                    return self.whole_send_one(conn, qp, seg, data, out);
+                }
+                self.fill_rqe(conn, qp, out)?;
+            }
             let avail = self.rqe.as_ref().map(|r| r.total);
             if let Err(c) = self.untagged.check(seg, avail) {
                 return Err(self.term(c, TermEcho::Ddp));
@@ -568,16 +654,31 @@ impl RxState {
         payload_len: u32,
         out: &mut Outbox,
     ) -> Result<(), Fail> {
-        let mo = match hdr.placement {
-            WirePlacement::Untagged { mo, .. } => mo,
-            WirePlacement::Tagged { .. } => 0,
-        };
-        let bytes = mo.saturating_add(payload_len);
         let Some(id) = self.rqe.as_ref().map(|r| r.id) else {
             return Ok(());
         };
         // Dropped in place (its placements), not moved out.
         self.rqe = None;
+        self.finish_send(conn, qp, hdr, payload_len, id, out)
+    }
+
+    /// Completes the receive `id` that the Send ending with `hdr` (`payload_len` bytes of
+    /// payload in its last segment) filled, after invalidating the Invalidate STag of a Send
+    /// with Invalidate.
+    fn finish_send(
+        &mut self,
+        conn: &Conn,
+        qp: &Qp<RsiwDevice>,
+        hdr: DdpHeader,
+        payload_len: u32,
+        id: u64,
+        out: &mut Outbox,
+    ) -> Result<(), Fail> {
+        let mo = match hdr.placement {
+            WirePlacement::Untagged { mo, .. } => mo,
+            WirePlacement::Tagged { .. } => 0,
+        };
+        let bytes = mo.saturating_add(payload_len);
         let mut inval = None;
         if let WirePlacement::Untagged { inv_stag, .. } = hdr.placement {
             if hdr.opcode.has_invalidate() {
@@ -773,6 +874,13 @@ fn place_fault() -> Fail {
     Some(Terminate::bare(TermCode::tagged(
         DdpTaggedCode::InvalidStag,
     )))
+}
+
+/// A local failure: a catastrophic error of the stream.
+#[cold]
+#[inline(never)]
+fn local_fail() -> Fail {
+    Some(Terminate::bare(TermCode::rdmap_catastrophic()))
 }
 
 /// The peer terminated: fails the connection without answering (RFC 5040 6.1).
