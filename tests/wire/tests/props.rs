@@ -453,6 +453,48 @@ proptest! {
         prop_assert_eq!(whole.2, term);
     }
 
+    /// The decoder `feed_whole` uses for Write and Send headers gives what the general one
+    /// gives, for headers with bytes of the length field, control bytes and DDP fields
+    /// changed, and whatever the configuration (MPA CRC off, so that a changed header is
+    /// decoded; RFC 7306 and commit opcodes on or off; a small MULPDU bound) (DDP-01,
+    /// DDP-02, DDP-03, DDP-04, RDMAP-01, RDMAP-02, RDMAP-03).
+    #[test]
+    fn ddp_01_prop_quick_header_same_as_feed(
+        tagged in any::<bool>(),
+        op in 3u8..=6,
+        stag in any::<u32>(),
+        to in any::<u64>(),
+        msn in any::<u32>(),
+        n in 0usize..48,
+        flips in prop::collection::vec((0usize..20, 1u8..=255), 0..3),
+        rfc7306 in any::<bool>(),
+        commit in any::<bool>(),
+        max_ulpdu in prop_oneof![Just(u16::MAX), 0u16..80],
+        chunks in prop::collection::vec(1usize..80, 1..4),
+    ) {
+        let (m, p) = if tagged {
+            (msg(Opcode::Write, Placement::Tagged { stag, to }, Body::None, n as u32), vec![0x5A; n])
+        } else {
+            let op = Opcode::from_u8(op).unwrap();
+            let inv_stag = if op.has_invalidate() { stag } else { 0 };
+            let pl = Placement::Untagged { inv_stag, qn: 0, msn, mo: 0 };
+            (msg(op, pl, Body::None, n as u32), vec![0xC3; n])
+        };
+        let mut b = encode(m, &p, u16::MAX, false);
+        // A second message after it: the first one's end and the next header in one input.
+        b.extend(encode(m, &p, u16::MAX, false));
+        for (at, x) in flips {
+            b[at] ^= x;
+        }
+        let cfg = RxConfig { crc: false, rfc7306, commit, max_ulpdu, siw_terminate: false };
+        let (evs, err) = parse_chunked(cfg, &b, &chunks);
+        let term = trace(cfg, &b, 0).1;
+        let whole = parse_chunked_whole(cfg, &b, &[b.len()]);
+        prop_assert_eq!(&whole.0, &evs);
+        prop_assert_eq!(whole.1, err);
+        prop_assert_eq!(whole.2, term);
+    }
+
     #[test]
     fn prop_parser_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..400), chunks in prop::collection::vec(1usize..50, 1..4)) {
         let _ = parse_chunked(cfg_all(true), &bytes, &chunks);

@@ -51,6 +51,10 @@ use crate::wire::{be16, be32, be64};
 /// fixed RDMAP header (Atomic Request or a full Terminate).
 pub const HDR_BUF: usize = LEN_LEN + UNTAGGED_HDR_LEN + TERM_MAX_LEN;
 
+/// The bytes [`RxParser::quick_header`] decodes: the length field and an untagged DDP header
+/// (a tagged one and the first bytes of its payload or CRC).
+const QUICK_HDR: usize = LEN_LEN + UNTAGGED_HDR_LEN;
+
 /// Receive configuration, fixed at full operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RxConfig {
@@ -548,6 +552,67 @@ impl<C: Crc32c> RxParser<C> {
         Some((seg, need))
     }
 
+    /// [`RxParser::whole_header`] for the headers of a latency-bound exchange: a Write or a
+    /// Send variant (no fixed RDMAP header), decoded from the first [`QUICK_HDR`] bytes of
+    /// `h` with the checks of the general path for these opcodes. `None` for anything else,
+    /// which the general path then takes (and reports if it is bad); where both give a
+    /// segment, it is the same (`quick_header_matches` in the tests).
+    #[inline(always)]
+    fn quick_header(&self, h: &[u8]) -> Option<(Segment, usize)> {
+        let h: &[u8; QUICK_HDR] = h.get(..QUICK_HDR)?.try_into().ok()?;
+        let [l0, l1, c0, c1, f @ ..] = *h;
+        let ulpdu = usize::from(u16::from_be_bytes([l0, l1]));
+        if c0 & DDP_DV_MASK != DDP_VERSION || c1 & RDMAP_RV_MASK != RDMAP_VERSION {
+            return None;
+        }
+        let mask = if self.cfg.commit {
+            OPCODE_MASK5
+        } else {
+            OPCODE_MASK4
+        };
+        let word = |i: usize| be32(&f, i);
+        let (opcode, placement, hl) = match (c1 & mask, c0 & DDP_T != 0) {
+            (0x0, true) => {
+                let to = u64::from(word(4)?) << 32 | u64::from(word(8)?);
+                let stag = word(0)?;
+                (
+                    Opcode::Write,
+                    Placement::Tagged { stag, to },
+                    TAGGED_HDR_LEN,
+                )
+            }
+            (op @ 0x3..=0x6, false) => {
+                let opcode = Opcode::from_u8(op)?;
+                if word(4)? != crate::wire::hdr::QN_SEND {
+                    return None;
+                }
+                let inv_stag = if opcode.has_invalidate() { word(0)? } else { 0 };
+                let placement = Placement::Untagged {
+                    inv_stag,
+                    qn: crate::wire::hdr::QN_SEND,
+                    msn: word(8)?,
+                    mo: word(12)?,
+                };
+                (opcode, placement, UNTAGGED_HDR_LEN)
+            }
+            _ => return None,
+        };
+        if ulpdu < hl || ulpdu > usize::from(self.cfg.max_ulpdu) {
+            return None;
+        }
+        let seg = Segment {
+            hdr: DdpHeader {
+                opcode,
+                last: c0 & DDP_L != 0,
+                placement,
+            },
+            ulpdu_len: u16::try_from(ulpdu).ok()?,
+            body: Body::None,
+            payload_len: u32::try_from(ulpdu.saturating_sub(hl)).ok()?,
+        };
+        Some((seg, LEN_LEN.saturating_add(hl)))
+    }
+
     /// Starts the segment whose header (`self.need` bytes) is buffered and
     /// valid.
     fn begin<'a>(&mut self, seg: Segment) -> RxEvent<'a> {
@@ -597,7 +662,10 @@ impl<C: Crc32c> RxParser<C> {
         if self.stage != Stage::Header || !(self.ended || self.have == 0) {
             return None;
         }
-        let (seg, need) = self.whole_header(input)?;
+        let (seg, need) = match self.quick_header(input) {
+            Some(q) => q,
+            None => self.whole_header(input)?,
+        };
         if seg.hdr.opcode == Opcode::Terminate {
             return None;
         }
