@@ -12,7 +12,7 @@ use rsiw_wire::wire::hdr::*;
 use rsiw_wire::wire::mpa::{encode_frame, Enhanced, Frame, FrameKind, RtrSet, MAX_FRAME};
 use rsiw_wire::wire::rx::{RxConfig, RxError, RxEvent, RxParser};
 use rsiw_wire::wire::term::{TermCode, Terminate};
-use rsiw_wire::wire::tx::{sg_pieces, whole_fpdu, Segmenter, TxError, TxMessage};
+use rsiw_wire::wire::tx::{quick_fpdu, sg_pieces, whole_fpdu, Segmenter, TxError, TxMessage};
 
 fn sink() -> impl Strategy<Value = SinkRange> {
     (any::<u32>(), any::<u32>(), any::<u64>()).prop_map(|(stag, len, to)| SinkRange {
@@ -423,6 +423,39 @@ proptest! {
                 }
             }
         }
+    }
+
+    /// `quick_fpdu` (the kernel TX path of a small Write or Send) builds the bytes, and
+    /// fails with the error, of `whole_fpdu` at the largest MULPDU, for every message (DDP-11).
+    #[test]
+    fn ddp_11_prop_quick_fpdu_matches_whole(
+        (m, p) in message(),
+        crc in any::<bool>(),
+        fail in any::<bool>(),
+        mo in prop_oneof![Just(0u32), any::<u32>()],
+        to in prop_oneof![Just(None), (u64::MAX - 6000..=u64::MAX).prop_map(Some)],
+    ) {
+        let mut m = m;
+        match &mut m.placement {
+            Placement::Untagged { mo: o, .. } => *o = mo,
+            Placement::Tagged { to: t, .. } => *t = to.unwrap_or(*t),
+        }
+        let run = |quick: bool| {
+            let mut out = [0xEEu8; 256];
+            let mut asked = false;
+            let f = |d: &mut [u8]| {
+                asked = true;
+                d.copy_from_slice(&p);
+                !fail
+            };
+            let r = if quick {
+                quick_fpdu(&SoftCrc32c, crc, m, &mut out, f)
+            } else {
+                whole_fpdu(&SoftCrc32c, crc, m, u16::MAX, &mut out, f)
+            };
+            (r, asked, r.map(|n| out[..n].to_vec()))
+        };
+        prop_assert_eq!(run(true), run(false));
     }
 
     /// Whole small FPDUs taken in one step (`feed_whole`, the kernel RX path) give the

@@ -74,9 +74,9 @@ use crate::{
             Terminate, //
         },
         tx::{
+            quick_fpdu,
             rtr_message,
             sg_pieces,
-            whole_fpdu,
             FpduCrc,
             FpduPlan,
             Segmenter,
@@ -722,7 +722,7 @@ impl TxState {
 
     /// The path of a latency-bound application: sends the send queue element that is alone
     /// in the queue, if it is a small Send or Write, as one FPDU built on the stack in one
-    /// pass ([`whole_fpdu`]) and handed to TCP in one call, and completes it, without
+    /// pass ([`quick_fpdu`]) and handed to TCP in one call, and completes it, without
     /// segmenter, batch or completion list. Returns whether it took the element; `false`
     /// leaves it (if any) in `pending` for [`TxState::fill`]. What TCP did not take is staged
     /// in the (empty) batch, with the element's completion, for the caller to send on.
@@ -820,17 +820,10 @@ impl TxState {
             &[]
         };
         let mut buf = [0u8; QUICK_FPDU];
-        let total = whole_fpdu(
-            &conn.crc32c,
-            conn.crc,
-            msg,
-            u16::MAX,
-            &mut buf,
-            |d| match &place {
-                Some(p) => p.read(0, d).is_ok(),
-                None => fill(Some(d), data),
-            },
-        )
+        let total = quick_fpdu(&conn.crc32c, conn.crc, msg, &mut buf, |d| match &place {
+            Some(p) => p.read(0, d).is_ok(),
+            None => fill(Some(d), data),
+        })
         .map_err(|_| fail(status::LOC_PROT_ERR))?;
         // The FPDU holds its own copy of the payload: the region is no longer needed.
         drop(rcu);

@@ -11,9 +11,13 @@
 //! payload through [`FpduCrc`] piece by piece, so scattered pages never need
 //! to be contiguous. Nothing is allocated.
 
-use crate::wire::crc::{Crc32c, CRC_INIT};
+use crate::wire::crc::{crc_to_wire, Crc32c, CRC_INIT};
 use crate::wire::fpdu::{pad_len, trailer, CRC_LEN, LEN_LEN};
-use crate::wire::hdr::{Body, DdpHeader, Opcode, Placement, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN};
+use crate::wire::hdr::{
+    Body, DdpHeader, Opcode, Placement, DDP_L, DDP_T, DDP_VERSION, OPCODE_MASK5, QN_SEND,
+    RDMAP_VERSION, TAGGED_HDR_LEN, UNTAGGED_HDR_LEN,
+};
+use crate::wire::put;
 use crate::wire::rx::HDR_BUF;
 
 /// Why a message cannot be segmented.
@@ -298,6 +302,82 @@ pub fn whole_fpdu<C: Crc32c>(
     let (t, _) = trailer(c, crc, ulpdu);
     if let (Some(d), Some(s)) = (o.get_mut(end..total), t.get(..tl)) {
         d.copy_from_slice(s);
+    }
+    Ok(total)
+}
+
+/// [`whole_fpdu`] at the largest MULPDU into a fixed-size buffer, with the header of a Write
+/// or a Send variant (no fixed RDMAP header: the messages of a latency-bound exchange)
+/// written field by field and the pad and CRC in one pass; any other message takes
+/// [`whole_fpdu`]. The result (bytes and errors) is that of
+/// `whole_fpdu(c, crc_on, msg, u16::MAX, out, payload)`.
+pub fn quick_fpdu<C: Crc32c, const N: usize>(
+    c: &C,
+    crc_on: bool,
+    msg: TxMessage,
+    out: &mut [u8; N],
+    payload: impl FnOnce(&mut [u8]) -> bool,
+) -> Result<usize, TxError> {
+    let n = msg.payload_len;
+    let c1 = RDMAP_VERSION | (msg.opcode as u8 & OPCODE_MASK5);
+    let mut h = [0u8; LEN_LEN + UNTAGGED_HDR_LEN];
+    let ok;
+    let hl = match (msg.opcode, msg.placement, msg.body) {
+        (Opcode::Write, Placement::Tagged { stag, to }, Body::None) => {
+            to.checked_add(u64::from(n)).ok_or(TxError::Wrap)?;
+            ok = put(&mut h, 2, &[DDP_T | DDP_L | DDP_VERSION, c1])
+                && put(&mut h, 4, &stag.to_be_bytes())
+                && put(&mut h, 8, &to.to_be_bytes());
+            LEN_LEN + TAGGED_HDR_LEN
+        }
+        (
+            Opcode::Send | Opcode::SendInv | Opcode::SendSe | Opcode::SendSeInv,
+            Placement::Untagged {
+                inv_stag, msn, mo, ..
+            },
+            Body::None,
+        ) => {
+            mo.checked_add(n).ok_or(TxError::Wrap)?;
+            let inv = if msg.opcode.has_invalidate() {
+                inv_stag
+            } else {
+                0
+            };
+            ok = put(&mut h, 2, &[DDP_L | DDP_VERSION, c1])
+                && put(&mut h, 4, &inv.to_be_bytes())
+                && put(&mut h, 8, &QN_SEND.to_be_bytes())
+                && put(&mut h, 12, &msn.to_be_bytes())
+                && put(&mut h, 16, &mo.to_be_bytes());
+            LEN_LEN + UNTAGGED_HDR_LEN
+        }
+        _ => return whole_fpdu(c, crc_on, msg, u16::MAX, out, payload),
+    };
+    let short = TxError::NotWhole;
+    let n = usize::try_from(n).map_err(|_| short)?;
+    let ulpdu = hl.saturating_sub(LEN_LEN).saturating_add(n);
+    let ulpdu16 = u16::try_from(ulpdu).map_err(|_| short)?;
+    // No saturation: `ulpdu` fits 16 bits.
+    let end = LEN_LEN.saturating_add(ulpdu);
+    let padded = end.saturating_add(pad_len(ulpdu));
+    let total = padded.saturating_add(CRC_LEN);
+    let o = out.get_mut(..total).ok_or(short)?;
+    let head = h.get_mut(..hl).ok_or(short)?;
+    if !ok || !put(head, 0, &ulpdu16.to_be_bytes()) || !put(o, 0, head) {
+        return Err(short);
+    }
+    if !payload(o.get_mut(hl..end).ok_or(short)?) {
+        return Err(TxError::Payload);
+    }
+    if let Some(p) = o.get_mut(end..padded) {
+        p.fill(0);
+    }
+    let crc = if crc_on {
+        crc_to_wire(c.update(CRC_INIT, o.get(..padded).unwrap_or(&[])))
+    } else {
+        [0; CRC_LEN]
+    };
+    if !put(o, padded, &crc) {
+        return Err(short);
     }
     Ok(total)
 }
