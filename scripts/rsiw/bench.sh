@@ -15,7 +15,8 @@
 # to see the spread. RSIW_BENCH_ONLY selects a subset (see
 # scripts/rsiw/guest/bench). RSIW_BENCH_PAIRS=N boots N pairs per
 # configuration and averages them (each boot has its own speed);
-# RSIW_BENCH_LAT_ITERS sets the latency tools' iterations (default 1000).
+# RSIW_BENCH_LAT_ITERS sets the latency tools' iterations (default 1000);
+# RSIW_BENCH_CONFIGS=rsiw boots only siw and the named configurations.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
