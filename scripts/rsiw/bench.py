@@ -21,6 +21,13 @@ differ by up to 30 % for the whole run. RSIW_BENCH_PAIRS=N boots N pairs per
 configuration (named siw, siw.2, ...); a configuration's figure in a round
 is then the geometric mean of its pairs', which averages that out.
 
+RSIW_BENCH_SWAP=1 takes the boots out of the ratio: every pair boots the
+same kernel and measures every configuration, swapping the driver between
+turns (rdma link delete, rmmod, modprobe with the configuration's
+module parameters, rdma link add: the guest's "driver" turn), each test run
+with each driver back to back in the same QEMU processes. The order of the
+drivers alternates round by round, so a pair swaps once per round.
+
 Usage: bench.py OUT ROUNDS [ONLY]; OUT holds the tools directory (the
 connect-delay shim) and receives one directory per pair and results.txt.
 """
@@ -35,10 +42,10 @@ import time
 from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parent
-# name, driver, extra kernel arguments. "rsiw-64k" is rsiw with FPDUs of up
-# to 64 KiB (fpdu_segments=45) instead of one per TCP segment.
+# name, driver, module parameters. "rsiw-64k" is rsiw with FPDUs of up to
+# 64 KiB (fpdu_segments=45) instead of one per TCP segment.
 CONFIGS = [("siw", "siw", ""), ("rsiw", "rsiw", ""),
-           ("rsiw-64k", "rsiw", "rsiw.fpdu_segments=45")]
+           ("rsiw-64k", "rsiw", "fpdu_segments=45")]
 # RSIW_BENCH_CONFIGS=rsiw boots only the named configurations (comma-separated) besides
 # siw, the reference: more rounds in the same time where rsiw-64k adds nothing (rsiw and
 # rsiw-64k run the same code for messages of one MSS or less).
@@ -46,6 +53,7 @@ _only = {c for c in os.environ.get("RSIW_BENCH_CONFIGS", "").split(",") if c}
 if _only:
     CONFIGS = [c for c in CONFIGS if c[0] == "siw" or c[0] in _only]
 NAMES = [c[0] for c in CONFIGS]
+SWAP = os.environ.get("RSIW_BENCH_SWAP", "") == "1"
 TURN_TIMEOUT = 600
 
 
@@ -68,10 +76,16 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] bench: {msg}", file=sys.stderr, flush=True)
 
 
+def pair_name(cfg: str, k: int) -> str:
+    return cfg if k == 1 else f"{cfg}.{k}"
+
+
 class Pair:
-    def __init__(self, out: Path, cfg: str, drv: str, kargs: str, k: int = 1):
+    def __init__(self, out: Path, cfg: str, drv: str, params: str, k: int = 1):
         self.cfg = cfg
-        self.name = cfg if k == 1 else f"{cfg}.{k}"
+        self.k = k
+        self.name = pair_name(cfg, k)
+        kargs = " ".join(f"{drv}.{x}" for x in params.split())
         self.dir, self.turn = out / self.name, 0
         self.dir.mkdir(parents=True, exist_ok=True)
         subprocess.run(["cp", "-r", str(out / "tools"), str(self.dir)], check=True)
@@ -165,7 +179,16 @@ def main() -> int:
         log(f"RSIW_BENCH_ONLY={only!r} selects no test")
         return 1
     npairs = max(1, int(os.environ.get("RSIW_BENCH_PAIRS", "1") or "1"))
-    pairs = [Pair(out, *c, k=k) for k in range(1, npairs + 1) for c in CONFIGS]
+    if SWAP:
+        # Every pair measures every configuration; it boots with the first (siw).
+        pairs = [Pair(out, "swap", "siw", "", k=k) for k in range(1, npairs + 1)]
+        # (pair, configuration, name of its figures): a configuration's figures are
+        # named as its own pairs' would be without swapping.
+        runs = [(p, c, pair_name(c[0], p.k)) for p in pairs for c in CONFIGS]
+    else:
+        pairs = [Pair(out, *c, k=k) for k in range(1, npairs + 1) for c in CONFIGS]
+        runs = [(p, None, p.name) for p in pairs]
+    members = [(name, c[0] if c else p.cfg) for p, c, name in runs]
     # res[(test, size, unit)][pair name][round] = value
     res: dict = {}
     notes = []
@@ -178,20 +201,23 @@ def main() -> int:
             p.pause()
         for test, size in todo:
             for r in range(1, rounds + 1):
-                order = pairs if r % 2 else pairs[::-1]
-                for p in order:
+                order = runs if r % 2 else runs[::-1]
+                for p, c, name in order:
                     p.resume()
+                    if c:
+                        n = p.give(f"driver {c[1]} {c[2]}".strip())
+                        p.wait(n, TURN_TIMEOUT)
                     n = p.give(f"{test} {size}".strip())
                     rows = p.wait(n, TURN_TIMEOUT)
                     p.pause()
-                    log(f"round {r} {p.name}: " + "; ".join(rows))
+                    log(f"round {r} {name}: " + "; ".join(rows))
                     for line in rows:
                         if line.startswith("#"):
-                            notes.append(f"{p.name} round {r}: {line[1:].strip()}")
+                            notes.append(f"{name} round {r}: {line[1:].strip()}")
                             continue
                         f = line.split()
                         if len(f) == 4:
-                            v = res.setdefault((f[0], f[1], f[3]), {}).setdefault(p.name, {})
+                            v = res.setdefault((f[0], f[1], f[3]), {}).setdefault(name, {})
                             v[r] = float(f[2])
     except (RuntimeError, OSError) as e:
         failed = str(e)
@@ -203,16 +229,17 @@ def main() -> int:
     if failed:
         log(failed)
         return 1
-    report(out, rounds, by_config(pairs, res), res, notes)
+    report(out, rounds, by_config(members, res), res, notes)
     return 0
 
 
-def by_config(pairs: list, res: dict) -> dict:
-    """The figures per configuration and round: the geometric mean of its pairs'."""
+def by_config(members: list, res: dict) -> dict:
+    """The figures per configuration and round: the geometric mean of its pairs'
+    (members: (name of a pair's figures, configuration))."""
     out: dict = {}
     for key, v in res.items():
         for cfg in NAMES:
-            names = [p.name for p in pairs if p.cfg == cfg]
+            names = [n for n, c in members if c == cfg]
             rounds = sorted({r for n in names for r in v.get(n, {})})
             for r in rounds:
                 xs = [v[n][r] for n in names if r in v.get(n, {})]
@@ -289,6 +316,20 @@ def report(out: Path, rounds: int, res: dict, raw: dict, notes: list) -> None:
     if spread:
         lines.append("ratios per round, geometric mean [90 % interval over rounds]:")
         lines += spread
+    if SWAP:
+        # Each boot's own ratio (its rounds' geometric mean): with the drivers swapped in
+        # the same VMs, the boots should agree within their rounds' spread.
+        lines.append("ratios per boot (RSIW_BENCH_SWAP=1), geometric mean of its rounds:")
+        for (test, size, unit), v in raw.items():
+            for d in NAMES[1:]:
+                per = []
+                for k in range(1, npairs + 1):
+                    ref, x = v.get(pair_name("siw", k), {}), v.get(pair_name(d, k), {})
+                    rs = [better(unit, ref[r], x[r]) for r in x if r in ref]
+                    rs = [y for y in rs if y]
+                    if rs:
+                        per.append(f"{statistics.geometric_mean(rs):.2f}")
+                lines.append(f"  {test:<12} {size:>7} {d + '/siw':<12} {' '.join(per)}")
     # Every round's figures, for the spread.
     lines.append("per round:")
     for (test, size, unit), v in raw.items():

@@ -16,7 +16,9 @@
 # scripts/rsiw/guest/bench). RSIW_BENCH_PAIRS=N boots N pairs per
 # configuration and averages them (each boot has its own speed);
 # RSIW_BENCH_LAT_ITERS sets the latency tools' iterations (default 1000);
-# RSIW_BENCH_CONFIGS=rsiw boots only siw and the named configurations.
+# RSIW_BENCH_CONFIGS=rsiw boots only siw and the named configurations;
+# RSIW_BENCH_SWAP=1 measures all configurations in every pair, swapping the
+# driver between turns (the ratio then compares runs of the same boot).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
