@@ -426,7 +426,8 @@ proptest! {
     }
 
     /// `quick_fpdu` (the kernel TX path of a small Write or Send) builds the bytes, and
-    /// fails with the error, of `whole_fpdu` at the largest MULPDU, for every message (DDP-11).
+    /// fails with the error, of `whole_fpdu` at the largest MULPDU, for every message (DDP-11),
+    /// and writes every byte it returns.
     #[test]
     fn ddp_11_prop_quick_fpdu_matches_whole(
         (m, p) in message(),
@@ -440,8 +441,8 @@ proptest! {
             Placement::Untagged { mo: o, .. } => *o = mo,
             Placement::Tagged { to: t, .. } => *t = to.unwrap_or(*t),
         }
-        let run = |quick: bool| {
-            let mut out = [0xEEu8; 256];
+        let run = |quick: bool, bg: u8| {
+            let mut out = [bg; 256];
             let mut asked = false;
             let f = |d: &mut [u8]| {
                 asked = true;
@@ -455,7 +456,9 @@ proptest! {
             };
             (r, asked, r.map(|n| out[..n].to_vec()))
         };
-        prop_assert_eq!(run(true), run(false));
+        prop_assert_eq!(run(true, 0xEE), run(false, 0xEE));
+        // Every byte returned is written: the kernel reuses one buffer without clearing it.
+        prop_assert_eq!(run(true, 0xEE), run(true, 0));
     }
 
     /// Whole small FPDUs taken in one step (`feed_whole`, the kernel RX path) give the

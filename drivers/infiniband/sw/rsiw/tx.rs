@@ -225,6 +225,9 @@ pub(crate) struct TxState {
     pending: bool,
     /// The send queue element read last (read here in place: too large to move around).
     sqe: Sqe,
+    /// Where [`TxState::quick`] builds its FPDU. Kept here, not on the stack: a fresh array
+    /// would be zeroed for every message, and [`quick_fpdu`] writes every byte it returns.
+    quick_buf: [u8; QUICK_FPDU],
     /// The batch of FPDUs being sent.
     batch: Batch,
     /// The messages ending in the batch, in order: the offset after their last byte and what
@@ -252,6 +255,7 @@ impl TxState {
             src: Src::None,
             pending: false,
             sqe: Sqe::default(),
+            quick_buf: [0; QUICK_FPDU],
             batch: Batch::new(TX_BUF)?,
             done: [(0, Done::Nothing); MAX_DONE],
             ndone: 0,
@@ -819,8 +823,8 @@ impl TxState {
         } else {
             &[]
         };
-        let mut buf = [0u8; QUICK_FPDU];
-        let total = quick_fpdu(&conn.crc32c, conn.crc, msg, &mut buf, |d| match &place {
+        let buf = &mut self.quick_buf;
+        let total = quick_fpdu(&conn.crc32c, conn.crc, msg, buf, |d| match &place {
             Some(p) => p.read(0, d).is_ok(),
             None => fill(Some(d), data),
         })

@@ -310,7 +310,8 @@ pub fn whole_fpdu<C: Crc32c>(
 /// or a Send variant (no fixed RDMAP header: the messages of a latency-bound exchange)
 /// written field by field and the pad and CRC in one pass; any other message takes
 /// [`whole_fpdu`]. The result (bytes and errors) is that of
-/// `whole_fpdu(c, crc_on, msg, u16::MAX, out, payload)`.
+/// `whole_fpdu(c, crc_on, msg, u16::MAX, out, payload)`. Every byte of `out[..total]` is
+/// written (if `payload` fills its slice), so `out` need not be cleared between messages.
 pub fn quick_fpdu<C: Crc32c, const N: usize>(
     c: &C,
     crc_on: bool,
