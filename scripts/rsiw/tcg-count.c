@@ -114,6 +114,9 @@ struct simtlb {
 };
 static struct simtlb stlb[2][NSZ];
 static uint64_t *tbmiss;
+/* Data accesses per kernel block: a rep-prefixed string instruction counts once per
+ * execution as an instruction but once per element here. */
+static uint64_t *tbacc;
 
 static int tlb_access(struct simtlb *t, unsigned bits, uint64_t page)
 {
@@ -142,6 +145,8 @@ static void mem_cb(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr
 	int k = i ? 1 : 0;
 	uint64_t page = vaddr >> 12;
 
+	if (i)
+		tbacc[i]++;
 	for (int s = 0; s < NSZ; s++)
 		if (tlb_access(&stlb[k][s], tlb_bits[s], page) && s == 1 && i)
 			tbmiss[i]++;
@@ -230,11 +235,12 @@ static void dump(int seq)
 		for (v = 0; v < max_vcpus; v++)
 			c += ((uint64_t *)qemu_plugin_scoreboard_find(score, v))[i];
 		if (c)
-			fprintf(f, "%llx %u %llu %02x%02x%02x%02x %llu\n",
+			fprintf(f, "%llx %u %llu %02x%02x%02x%02x %llu %llu\n",
 				(unsigned long long)recs[i].vaddr, recs[i].n_insns,
 				(unsigned long long)c, recs[i].last[0], recs[i].last[1],
 				recs[i].last[2], recs[i].last[3],
-				(unsigned long long)(tbmiss ? tbmiss[i] : 0));
+				(unsigned long long)(tbmiss ? tbmiss[i] : 0),
+				(unsigned long long)(tbacc ? tbacc[i] : 0));
 	}
 	{
 		uint64_t t = 0, in = 0;
@@ -338,9 +344,11 @@ qemu_plugin_install(qemu_plugin_id_t id, const void *info, int argc, char **argv
 	recs = calloc(MAX_TBS, sizeof(*recs));
 	trace = calloc(TRACE_LEN, sizeof(*trace));
 	score = qemu_plugin_scoreboard_new(MAX_TBS * sizeof(uint64_t));
-	if (tlb_on)
+	if (tlb_on) {
 		tbmiss = calloc(MAX_TBS, sizeof(*tbmiss));
-	if (!recs || !score || !trace || (tlb_on && !tbmiss))
+		tbacc = calloc(MAX_TBS, sizeof(*tbacc));
+	}
+	if (!recs || !score || !trace || (tlb_on && (!tbmiss || !tbacc)))
 		return -1;
 	qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
 	if (pthread_create(&t, NULL, ctl_thread, NULL))

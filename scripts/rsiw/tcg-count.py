@@ -130,8 +130,13 @@ def ending(last: str) -> str:
     return "other (page end, length)"
 
 
+# Data accesses per block (runs with --tlb), by address.
+ACCESSES: dict[Path, dict[int, int]] = {}
+
+
 def load(p: Path) -> tuple[dict[int, tuple[int, int]], tuple[int, int]]:
     tbs, user = {}, (0, 0)
+    acc = ACCESSES.setdefault(p, {})
     for line in p.read_text().splitlines():
         f = line.split()
         if f[0] in ("records", "tlb"):
@@ -145,6 +150,8 @@ def load(p: Path) -> tuple[dict[int, tuple[int, int]], tuple[int, int]]:
         # A block translated more than once has one record per translation.
         old = tbs.get(va, (n, 0))
         tbs[va] = (n, old[1] + c)
+        if len(f) > 5:
+            acc[va] = acc.get(va, 0) + int(f[5])
     return tbs, user
 
 
@@ -161,6 +168,7 @@ def window(d: Path, role: str):
     syms = Syms(d, mods)
     fn: dict[str, list[int]] = {}
     ends: dict[tuple[str, str], int] = {}
+    acc_a, acc_b = ACCESSES.get(d / f"{pre}.0", {}), ACCESSES.get(d / f"{pre}.1", {})
     for va, (n, c) in b.items():
         dc = c - a.get(va, (n, 0))[1]
         if dc <= 0:
@@ -168,9 +176,10 @@ def window(d: Path, role: str):
         s = syms(va)
         if va >= 0xffffffffa0000000 and va < 0xffffffffff000000 and not s.startswith("mod:"):
             s = "module:?"
-        e = fn.setdefault(s, [0, 0])
+        e = fn.setdefault(s, [0, 0, 0])
         e[0] += dc * n
         e[1] += dc
+        e[2] += acc_b.get(va, 0) - acc_a.get(va, 0)
         k = (group(s), ENDS.get(va, "?"))
         ends[k] = ends.get(k, 0) + dc
     # Calls of a function: executions of the block at its first instruction.
@@ -221,33 +230,38 @@ def show(args):
     if not rt:
         sys.exit("no tcp_v4_rcv/tcp_v6_rcv calls in the window")
     print(f"{d}, VM {args.role}: {rt} segments received in the window; per segment:")
-    tot = sum(v[0] for v in fn.values())
     groups: dict[str, list[int]] = {}
     for s, v in fn.items():
-        g = groups.setdefault(group(s), [0, 0])
-        g[0] += v[0]
-        g[1] += v[1]
+        g = groups.setdefault(group(s), [0, 0, 0])
+        for k in range(3):
+            g[k] += v[k]
     bg: dict[str, list[int]] = {}
     if base:
         for s, v in base[0].items():
-            g = bg.setdefault(group(s), [0, 0])
-            g[0] += v[0]
-            g[1] += v[1]
-    hdr = f"{'':<{args.width}} {'insns':>9} {'blocks':>8}"
+            g = bg.setdefault(group(s), [0, 0, 0])
+            for k in range(3):
+                g[k] += v[k]
+    # Data accesses per function: runs with --tlb (a rep-prefixed string instruction is one
+    # instruction but one access per element).
+    has_acc = any(v[2] for v in fn.values())
+    hdr = f"{'':<{args.width}} {'insns':>9} {'blocks':>8}" + (f" {'access':>8}" if has_acc else "")
     if base:
-        hdr += f" {'base ins':>9} {'base blk':>8}"
+        hdr += f" {'base ins':>9} {'base blk':>8}" + (f" {'base acc':>8}" if has_acc else "")
     print(hdr)
 
     def line(name, v, bv):
         s = f"{name:<{args.width}.{args.width}} {v[0] / rt:9.0f} {v[1] / rt:8.0f}"
+        if has_acc:
+            s += f" {v[2] / rt:8.0f}" if len(v) > 2 else f" {'':>8}"
         if base:
             s += f" {bv[0] / base[1]:9.0f} {bv[1] / base[1]:8.0f}"
+            if has_acc:
+                s += f" {bv[2] / base[1]:8.0f}" if len(bv) > 2 else f" {'':>8}"
         print(s)
-    line("guest kernel, all", [tot, sum(v[1] for v in fn.values())],
-         [sum(v[0] for v in base[0].values()), sum(v[1] for v in base[0].values())]
-         if base else None)
+    line("guest kernel, all", [sum(v[k] for v in fn.values()) for k in range(3)],
+         [sum(v[k] for v in base[0].values()) for k in range(3)] if base else None)
     for g in sorted(set(groups) | set(bg)):
-        line(f"  {g}", groups.get(g, [0, 0]), bg.get(g, [0, 0]))
+        line(f"  {g}", groups.get(g, [0, 0, 0]), bg.get(g, [0, 0, 0]))
     line("user space", [user[1], user[0]], [base[2][1], base[2][0]] if base else None)
     for (mode, size), (acc, vh, miss) in sorted(tlb_window(d, args.role).items()):
         print(f"simulated TLB, {mode} mode, {size:4} entries: {acc / rt:9.0f} data accesses, "
@@ -268,9 +282,9 @@ def show(args):
                 print(s)
     print()
     names = set(fn) | (set(base[0]) if base else set())
-    key = lambda s: -fn.get(s, [0, 0])[0] / rt
+    key = lambda s: -fn.get(s, [0, 0, 0])[2 if args.by_access else 0] / rt
     for s in sorted(names, key=key)[:args.top]:
-        line(s, fn.get(s, [0, 0]), base[0].get(s, [0, 0]) if base else None)
+        line(s, fn.get(s, [0, 0, 0]), base[0].get(s, [0, 0, 0]) if base else None)
 
 
 def run(args):
@@ -447,6 +461,8 @@ def main():
     p.add_argument("--base")
     p.add_argument("--width", type=int, default=60)
     p.add_argument("--role", default="b", help="the VM to show, a or b")
+    p.add_argument("--by-access", action="store_true",
+                   help="order functions by data accesses (runs with --tlb)")
     p.add_argument("--tlb", action="store_true",
                    help="also simulate QEMU's softmmu TLB for data accesses (slow)")
     p.add_argument("--no-count", action="store_true",
@@ -457,6 +473,8 @@ def main():
     p.add_argument("--base")
     p.add_argument("--width", type=int, default=60)
     p.add_argument("--role", default="b", help="the VM to show, a or b")
+    p.add_argument("--by-access", action="store_true",
+                   help="order functions by data accesses (runs with --tlb)")
     p = sub.add_parser("timeline")
     p.add_argument("dir")
     args = ap.parse_args()
