@@ -96,7 +96,25 @@ load_driver() {
 	local drv=${1:-$RSIW_DRIVER} other
 	case "$drv" in rsiw) other=siw ;; siw) other=rsiw ;; *) die "unknown driver $drv" ;; esac
 	! lsmod | grep -q "^$other " || die "$other is loaded; it cannot share a kernel with $drv"
+	[ "$drv" != siw ] || siw_sndbuf
 	run modprobe "$drv"
+}
+
+# siw_sndbuf: start TCP sockets of this kernel with a 4 MiB send buffer, so
+# that C siw does not find its socket full while it sends a message of the
+# tests. siw then sends the rest from its TX thread (siw_sq_resume(), woken by
+# sk_write_space) while the post_send() call that started the message may
+# still be in siw_qp_sq_process(): nothing keeps the two apart, both add the
+# FPDU's length to the WQE's processed count, and every later FPDU of the
+# message carries a Tagged Offset one FPDU ahead of its payload. The receiver
+# places the rest of the Write one FPDU too far and the first one never
+# (seen: rping -V -S 65535 with a siw server, "data mismatch!", ping 0,
+# bytes 54264.. of the Write; siw logged processed 55692 against an SGE
+# offset of 54264 when it built the next FPDU). A larger buffer avoids the
+# pause, and with it the race, for messages of up to a few MiB. The
+# sockets of rsiw are not affected: rsiw runs only in the other VM.
+siw_sndbuf() {
+	run sysctl -q -w net.ipv4.tcp_wmem="4096 4194304 8388608"
 }
 
 # rdma_devs: the names of all RDMA links, sorted, one per line.

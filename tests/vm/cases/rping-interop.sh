@@ -15,6 +15,13 @@
 # are compile-time constants); the rsiw side is reloaded with each of its MPA
 # settings in turn (RSIW_MPA_CONFIGS; ignored with --driver siw).
 #
+# rping runs with tests/vm/tools/rping-check.c preloaded, which checks the
+# data the server's Read brought and, when rping finds a mismatch, says which
+# bytes of the echo are wrong and whose they are. The C siw in VM b starts
+# its sockets with a large send buffer (siw_sndbuf in lib.sh): siw's TX races
+# with itself when its socket fills during a large Write and then sends the
+# rest of the Write with Tagged Offsets one FPDU ahead of the data.
+#
 # The rping clients run with tests/vm/tools/rdma-connect-delay.c preloaded,
 # the python clients with RSIW_ESTABLISHED_DELAY_MS, which cmutil.py obeys
 # (pyverbs loads librdmacm after a preloaded shim, which then finds no
@@ -27,7 +34,8 @@
 . /rsiw/tests/vm/lib.sh
 
 shim=$RSIW_RUN/tools/rdma-connect-delay.so
-[ -r "$shim" ] || die "no $shim (built by tests/vm/run)"
+chk=$RSIW_RUN/tools/rping-check.so
+[ -r "$shim" ] && [ -r "$chk" ] || die "no $shim or $chk (built by tests/vm/run)"
 
 : "${RSIW_MPA_CONFIGS:=default}"
 count=10
@@ -40,8 +48,8 @@ rounds() { # CONFIG
 			port=$((port + 1))
 			ip=$(fetch "$srv" ip)
 			serve_client "rping-$1-$srv-$size" "$srv" "$port" \
-				"rping -s -a $ip -p $port -V -C $count -S $size" \
-				"LD_PRELOAD=$shim rping -c -a $ip -p $port -V -C $count -S $size"
+				"RPING_CHECK_SIZE=$size LD_PRELOAD=$chk rping -s -a $ip -p $port -V -C $count -S $size" \
+				"LD_PRELOAD=$shim:$chk rping -c -a $ip -p $port -V -C $count -S $size"
 		done
 	done
 	# Data of large unsignalled Writes and Sends, then Reads beyond ORD 1
@@ -60,8 +68,8 @@ rounds() { # CONFIG
 		port=$((port + 1))
 		ip=$(fetch "$srv" ip6)
 		serve_client "rping6-$1-$srv" "$srv" "$port" \
-			"rping -s -a $ip%eth0 -p $port -V -C $count -S 4096" \
-			"LD_PRELOAD=$shim rping -c -a $ip%eth0 -p $port -V -C $count -S 4096"
+			"RPING_CHECK_SIZE=4096 LD_PRELOAD=$chk rping -s -a $ip%eth0 -p $port -V -C $count -S 4096" \
+			"LD_PRELOAD=$shim:$chk rping -c -a $ip%eth0 -p $port -V -C $count -S 4096"
 	done
 }
 
