@@ -4,8 +4,9 @@
 #
 # perftest over rdma_cm (-R) between two rsiw VMs (the rsiw-with-rsiw
 # pairing; perftest-interop pairs rsiw with siw): ib_send_bw, ib_write_bw and
-# ib_read_bw at 1 B and 1 MiB (4 KiB: perftest-interop), at all sizes (-a) and with 8 QPs (-q 8), and the three
-# latency tools at 1 B and 64 KiB, then Reads beyond the ORD and a fenced
+# ib_read_bw at 1 B and 1 MiB (4 KiB: perftest-interop) and with 8 QPs
+# (-q 8), the three latency tools at 1 B and 64 KiB, all six at all sizes
+# (-a), then Reads beyond the ORD and a fenced
 # Send (tests/vm/py/read_fence.py) and the data of large unsignalled Writes
 # and Sends (bulk_data.py). Both VMs run the same code, so one
 # direction suffices (VM b serves, a is the client). perftest checks the
@@ -33,10 +34,8 @@ for tool in ib_send_bw ib_write_bw ib_read_bw; do
 	run $tool 1048576 5
 	run $tool 65536 20 8
 done
-# All sizes (-a: 2 B to 8 MiB), 5 iterations each: about a minute per tool
-# on the debug kernel (the latency tools' -a takes twice that and stays
-# with the sizes above).
-for tool in ib_send_bw ib_write_bw ib_read_bw; do
+# All sizes (-a: 2 B to 8 MiB), 5 iterations each, for all six tools.
+for tool in ib_send_bw ib_write_bw ib_read_bw ib_send_lat ib_write_lat ib_read_lat; do
 	port=$((port + 1))
 	opts="-R -d $DEV -p $port -F -a -n 5"
 	serve_client "$tool-all" b "$port" "$tool $opts" "$tool $opts $ip" 400
