@@ -4,14 +4,14 @@
 #
 # perftest over rdma_cm (-R) between two rsiw VMs (the rsiw-with-rsiw
 # pairing; perftest-interop pairs rsiw with siw): ib_send_bw, ib_write_bw and
-# ib_read_bw at 1 B and 1 MiB (4 KiB: perftest-interop) and with 8 QPs
-# (-q 8), the three latency tools at 1 B and 64 KiB, all six at all sizes
-# (-a), then Reads beyond the ORD and a fenced
-# Send (tests/vm/py/read_fence.py) and the data of large unsignalled Writes
-# and Sends (bulk_data.py). Both VMs run the same code, so one
-# direction suffices (VM b serves, a is the client). perftest checks the
-# completions and their statuses and fails on errors; this is a correctness
-# test with few iterations (speed: make bench).
+# ib_read_bw at 1 B and 1 MiB and with 8 QPs (-q 8), the three latency tools
+# at 1 B and 64 KiB, all six at all sizes (-a), then Reads beyond the ORD and
+# a fenced Send (tests/vm/py/read_fence.py), the data of large unsignalled
+# Writes and Sends (bulk_data.py) and rping -V's exchange up to 1 MiB
+# (ping_data.py). Both VMs run the same code, so one direction suffices (VM b
+# serves, a is the client). perftest checks the completions and their
+# statuses and fails on errors; this is a correctness test with few
+# iterations (speed: make bench).
 . /rsiw/tests/vm/lib.sh
 
 [ "$RSIW_DRIVER" = rsiw ] || skip "rsiw with rsiw only"
@@ -46,8 +46,9 @@ for tool in ib_send_lat ib_write_lat ib_read_lat; do
 done
 # Reads beyond ORD 1, then a fenced Send (RDMAP-07): the requester must be
 # woken by each completed Read, and the data must arrive.
-# Then every byte of large unsignalled Writes and Sends (bulk_data.py).
-for t in read_fence bulk_data; do
+# Then every byte of large unsignalled Writes and Sends (bulk_data.py), and
+# of rping's Read and Write echo at 64 B to 1 MiB (ping_data.py).
+for t in read_fence bulk_data ping_data; do
 	port=$((port + 1))
 	serve_client "$t" b "$port" \
 		"python3 /rsiw/tests/vm/py/$t.py server $ip $port" \

@@ -6,10 +6,12 @@
 # is the server once. rping -V checks every byte of the ping data, which
 # travels as RDMA Send, Write and Read (the server reads the client's buffer
 # and writes it back). Sizes 64 B to 65535 B (rping's largest: its buffers
-# are below 64 KiB; larger transfers are covered by the perftest cases), over
+# are below 64 KiB; larger ones: ping_data.py below), over
 # IPv4 and IPv6 link-local addresses. Then, each VM the server in turn,
 # tests/vm/py/bulk_data.py checks every byte of large unsignalled Writes and
-# Sends, and read_fence.py Reads beyond ORD 1 followed by a fenced Send.
+# Sends, read_fence.py Reads beyond ORD 1 followed by a fenced Send, and
+# ping_data.py rping -V's exchange (Send, Read, Write, every byte checked)
+# at 64 B to 1 MiB.
 #
 # siw offers MPA Rev 2 without CRC and without peer-to-peer mode (its knobs
 # are compile-time constants); the rsiw side is reloaded with each of its MPA
@@ -56,7 +58,7 @@ rounds() { # CONFIG
 	# and a fenced Send (RDMAP-07): rping -V checks neither.
 	for srv in a b; do
 		ip=$(fetch "$srv" ip)
-		for t in bulk_data read_fence; do
+		for t in bulk_data read_fence ping_data; do
 			port=$((port + 1))
 			serve_client "$t-$1-$srv" "$srv" "$port" \
 				"python3 /rsiw/tests/vm/py/$t.py server $ip $port" \
