@@ -72,6 +72,15 @@ def recv_msg(cmid, mr):
     return msg
 
 
+def msg_bufs(cmid):
+    """Registers the receive and send message buffers of cmid and posts the
+    first receive. Returns (rmsg, smsg)."""
+    rmsg = cmid.reg_msgs(MSG)
+    smsg = cmid.reg_msgs(MSG)
+    cmid.post_recv(rmsg, MSG)
+    return rmsg, smsg
+
+
 def comp(wc, opcode, what):
     if wc.status != e.IBV_WC_SUCCESS or wc.opcode != opcode:
         fail(f'{what}: status {wc.status} opcode {wc.opcode}')
@@ -82,9 +91,7 @@ def server(addr, port):
     child, _ = cmutil.get_request(ch, lid)
     child.create_qp(cmutil.qp_attr(wr=4, sge=1))
     buf = child.reg_msgs(MAX)
-    rmsg = child.reg_msgs(MSG)
-    smsg = child.reg_msgs(MSG)
-    child.post_recv(rmsg, MSG)
+    rmsg, smsg = msg_bufs(child)
     child.accept(conn_param())
     next_event(ch, ce.RDMA_CM_EVENT_ESTABLISHED)
     for size in SIZES:
@@ -111,9 +118,7 @@ def client(addr, port):
     ch, cmid = cmutil.resolve(addr, port, cmutil.qp_attr(wr=4, sge=1))
     src = cmid.reg_read(MAX)
     sink = cmid.reg_write(MAX)
-    rmsg = cmid.reg_msgs(MSG)
-    smsg = cmid.reg_msgs(MSG)
-    cmid.post_recv(rmsg, MSG)
+    rmsg, smsg = msg_bufs(cmid)
     cmid.connect(conn_param())
     next_event(ch, ce.RDMA_CM_EVENT_ESTABLISHED)
     zeros = bytes(MAX)
