@@ -352,9 +352,9 @@ struct Entry {
 /// # Invariants
 ///
 /// - If `entry` is `Some`, it points to an [`Entry`] inserted into a user context with
-///   `rdma_user_mmap_entry_insert()` and not yet removed: the user context's mmap table holds a
-///   reference to it, so it is alive, and `_buf` is `None`. Otherwise `_buf` is `Some` (kept for
-///   its drop).
+///   `rdma_user_mmap_entry_insert_range()` and not yet removed: the user context's mmap table
+///   holds a reference to it, so it is alive, and `_buf` is `None`. Otherwise `_buf` is `Some`
+///   (kept for its drop).
 /// - `shared` points to the [`SharedBuf`] in `_buf` if that is `Some`, else to the `buf` of the
 ///   entry: it is valid for as long as `self` is (a ring is accessed on every work request, so
 ///   this costs one load instead of a match).
@@ -378,7 +378,12 @@ impl RingBuf {
 
     /// Allocates `len` zeroed bytes and publishes them to the user context of `udata`, which
     /// may then map them at [`Self::mmap_key`].
-    pub fn new_user(udata: &Udata, len: usize) -> Result<Self> {
+    ///
+    /// The memory gets the first free range of page offsets (the key divided by the page size)
+    /// that starts at or above `min_pgoff`: a user ABI that reserves a key value (as siw's
+    /// does `SIW_INVAL_UOBJ_KEY` for "not mapped") passes the page offset above it, so that no
+    /// buffer gets that key.
+    pub fn new_user(udata: &Udata, len: usize, min_pgoff: u32) -> Result<Self> {
         // SAFETY: `udata` is valid for the duration of the call.
         let uctx = unsafe { bindings::rdma_udata_to_ucontext(udata.as_raw()) };
         if uctx.is_null() {
@@ -395,7 +400,15 @@ impl RingBuf {
         let entry = KBox::into_raw(entry);
         // SAFETY: `uctx` is the live user context of the command; `entry` is a valid, zeroed
         // mmap entry at offset 0 of an `Entry`. On success ib_core owns a reference to it.
-        let ret = unsafe { bindings::rdma_user_mmap_entry_insert(uctx, (*entry).rdma.get(), len) };
+        let ret = unsafe {
+            bindings::rdma_user_mmap_entry_insert_range(
+                uctx,
+                (*entry).rdma.get(),
+                len,
+                min_pgoff,
+                u32::MAX,
+            )
+        };
         if let Err(e) = to_result(ret) {
             // SAFETY: The insertion failed, so `entry` is still exclusively ours.
             drop(unsafe { KBox::from_raw(entry) });

@@ -8,7 +8,8 @@ Creates, queries, modifies and destroys CQs, QPs and SRQs on DEV; checks the
 errno of bad arguments; checks that "rdma resource show" lists the objects;
 checks that a move to ERROR flushes posted work requests into the CQ with
 IBV_WC_WR_FLUSH_ERR and that an armed CQ raises a completion event for them,
-while a CQ armed for solicited completions only does not.
+while a CQ armed for solicited completions only does not; checks that no
+queue of a context gets the mmap key libsiw takes for "not mapped".
 
 DRIVER is rsiw or siw: where rsiw deliberately differs from siw, the expected
 result depends on it (see EXPECT below). Exits non-zero on the first failure.
@@ -291,4 +292,28 @@ srq.close()
 cq.close()
 pd.close()
 ctx.close()
+
+# --- mmap keys ---------------------------------------------------------------
+# libsiw takes the mmap key SIW_INVAL_UOBJ_KEY (0x90000) for "not mapped" and
+# fails the create, with whatever errno was left (pyverbs' test_query_rc_qp
+# saw ENOSPC). ib_core counts a context's keys in pages from 0, so the 145th
+# page of queue memory gets that key with C siw, and so does every later queue
+# as long as the ones below stay (the failed queue's page is freed and handed
+# out again). rsiw starts the keys above it. One-page CQs in a new context.
+KEY_PAGE = 0x90000 // os.sysconf("SC_PAGE_SIZE")
+kctx = Context(name=DEV)
+cqs, failed = [], []
+for i in range(KEY_PAGE + 4):
+    try:
+        cqs.append(CQ(kctx, 4, None, None, 0))
+    except PyverbsRDMAError:
+        failed.append(i)
+for c in cqs:
+    c.close()
+kctx.close()
+want = [] if RSIW else list(range(KEY_PAGE, KEY_PAGE + 4))
+if failed != want:
+    fail(f"{KEY_PAGE + 4} one-page CQs in a context: creates {failed} failed, expected {want}")
+ok(f"{KEY_PAGE + 4} one-page CQs in a context: "
+   + (f"creates {failed} failed (siw gives out key 0x90000)" if failed else "all created"))
 print("PASS", flush=True)

@@ -20,6 +20,15 @@ pub(crate) struct UrespAllocCtx {
 /// The mmap key of a queue that is not mapped (`SIW_INVAL_UOBJ_KEY`).
 pub(crate) const INVAL_UOBJ_KEY: u64 = 0x08_ffff + 1;
 
+/// The lowest page offset of a queue's mmap key: the page after [`INVAL_UOBJ_KEY`].
+///
+/// libsiw refuses a queue whose key is `SIW_INVAL_UOBJ_KEY` (and reports a stale `errno`).
+/// That key is page-aligned, so a context whose queues fill the page offsets below it would get
+/// it for the next queue (page offset 0x90 with 4 KiB pages, the 145th page of queue memory):
+/// keys start above it instead. C siw hands out that key (pyverbs' `test_query_rc_qp` with two
+/// 4096-entry QPs fails on it now and then).
+pub(crate) const FIRST_KEY_PGOFF: u32 = (INVAL_UOBJ_KEY >> kernel::page::PAGE_SHIFT) as u32 + 1;
+
 /// Response of `create_cq` (`struct siw_uresp_create_cq`).
 #[repr(C)]
 #[derive(IntoBytes, Immutable)]

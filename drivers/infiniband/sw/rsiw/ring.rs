@@ -78,7 +78,7 @@ impl<E: FromBytes + IntoBytes + Immutable> Ring<E> {
             .and_then(|l| l.checked_add(extra))
             .ok_or(EINVAL)?;
         let buf = match udata {
-            Some(u) => RingBuf::new_user(u, len)?,
+            Some(u) => RingBuf::new_user(u, len, crate::abi::FIRST_KEY_PGOFF)?,
             None => RingBuf::new_kernel(len)?,
         };
         Ok(Self {
