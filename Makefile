@@ -13,14 +13,13 @@ T ?=
 ARGS ?=
 
 .PHONY: help setup kernel kernel-light kernel-bench rootfs demo check check-host check-vm \
-	check-long shell bench
+	shell bench
 
 help:
 	@echo "make demo        build, boot, attach rsiw to a netdev, show it working"
 	@echo "make check       all tests: host (cargo), kernel build, VM tests + KUnit"
 	@echo "make check-host  host tests of the wire core only"
 	@echo "make check-vm    VM tests; T='filter' selects cases"
-	@echo "make check-long  the perftest matrix against siw at all sizes both ways (~40 min)"
 	@echo "make shell       a shell in a VM running the debug kernel (ARGS='--peer siw')"
 	@echo "make bench       rsiw against siw in identical VMs"
 	@echo "make kernel      build the debug kernel (kernel-light: without KASAN; kernel-bench)"
@@ -50,15 +49,8 @@ check:
 check-host:
 	tests/wire/check.sh
 
-check-vm: kernel-light kernel rootfs
+check-vm: kernel-light kernel kernel-bench rootfs
 	tests/vm/run $(T)
-
-# perftest-interop with all six tools at all sizes (-a) in both directions.
-# make check runs the half where rsiw sends the data; the other half waits on
-# siw's TX, which sends 0.2-0.8 MB/s under TCG on the debug kernels (one
-# sendmsg per FPDU part), and takes about half an hour more on a slow host.
-check-long: kernel-light rootfs
-	RSIW_PERFTEST_ALL=1 tests/vm/run --timeout-scale 2 perftest-interop
 
 shell: kernel rootfs
 	$(S)/vm.py shell $(ARGS)

@@ -44,10 +44,12 @@ stage() {
 
 stage setup scripts/rsiw/setup.sh
 stage host tests/wire/check.sh
-# The VM suite runs on two kernels: most cases on the light debug kernel, the
-# cases marked kernel=debug on the full one with KASAN (tests/vm/run).
+# The VM suite runs rsiw on two kernels: most cases on the light debug kernel,
+# the cases marked kernel=debug on the full one with KASAN (tests/vm/run). The
+# non-debug bench kernel boots the siw peer of perftest-interop (kernel_b=).
 if stage kernel-light scripts/rsiw/kernel.sh build light &&
 	stage kernel scripts/rsiw/kernel.sh build debug &&
+	stage kernel-bench scripts/rsiw/kernel.sh build bench &&
 	stage rootfs scripts/rsiw/mkroot.sh; then
 	stage vm tests/vm/run ${T:-}
 fi

@@ -237,6 +237,9 @@ class VM:
     link: str = ""                  # stream netdev address (server/client)
     env: dict = field(default_factory=dict)
     kargs: list = field(default_factory=list)  # extra kernel command line
+    # This VM's own kernel (a snapshot, see Kernel.snapshot) instead of the
+    # run's, e.g. a non-debug kernel for a peer that does not run rsiw.
+    kernel: Kernel | None = None
 
     @property
     def index(self) -> int:
@@ -463,7 +466,7 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
     kernel = kernel or Kernel.snapshot(variant, out / ".kernel")
     root = rootfs()
     accel = accel or choose_accel(kernel, root)
-    mem = mem or default_mem(variant, len(vms))
+    mems = [mem or default_mem(v.kernel.variant if v.kernel else variant, len(vms)) for v in vms]
     smp = smp or default_smp(len(vms))
     if len(vms) == 2:
         link = link_address()
@@ -474,12 +477,13 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
     pin = os.environ.get("RSIW_VM_PIN") == "1" and 1 < len(vms) <= len(cpus)
     t0 = time.monotonic()
     try:
-        for vm in vms:
-            write_guest_env(vm, vms, out, variant, extra_env or {})
+        for vm, vm_mem in zip(vms, mems):
+            vm_kernel = vm.kernel or kernel
+            write_guest_env(vm, vms, out, vm_kernel.variant, extra_env or {})
             (out / vm.role / "exit-status").unlink(missing_ok=True)
             logp = out / f"console-{vm.role}.log"
             logp.write_bytes(b"")
-            argv = qemu_argv(vm, kernel, root, out, accel, mem, smp,
+            argv = qemu_argv(vm, vm_kernel, root, out, accel, vm_mem, smp,
                              ["-chardev", f"file,id=con,path={logp}", "-serial", "chardev:con"])
             if pin:
                 # One host CPU per VM: each VM's vCPU, I/O thread and timers stay together
