@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=siw timeout=900
+# rsiw-test: vms=2 a=rsiw b=siw timeout=900 kernel_b=bench
 #
 # MPA variants between rsiw (VM a) and the C siw (VM b), with data: rping -V
 # (Send, Write and Read, checked byte for byte) at 65535 B, each VM client and
@@ -23,12 +23,28 @@
 #   strict    rsiw mpa_crc_strict=1: siw never asks for CRC, so no CRC.
 #   large     rsiw fpdu_segments=45: rsiw sends FPDUs of up to 64 KiB, which
 #             siw must take (the capture must show one larger than a segment).
+#   p2p-*     rsiw peer_to_peer=1 with rtr_type 1 (Write), 2 (Read) and 3
+#             (both), rsiw the initiator: siw as responder answers with the
+#             Write RTR if offered, else the Read RTR, and rsiw's first FPDU
+#             is that RTR (the capture shows the Reply's choice).
 #
-# Peer-to-peer mode against siw is not tested: siw never initiates it, and as
-# responder siw's RTR path (siw_rtr_data_ready -> siw_qp_socket_assoc) takes
-# sk_callback_lock with write_lock_bh in softirq, which lockdep reports as an
-# inconsistent lock state on siw's side (a debug kernel fails the run). The
-# RTR types are covered between two rsiw VMs (rsiw-pair).
+# Not run: rsiw peer_to_peer=1 rtr_type=4 (the Send RTR only) against a siw
+# responder. siw answers with the Write RTR it was not offered (it takes no
+# Send RTR); rsiw refuses that Reply with TERM 2/0/07 (no matching RTR,
+# MPA-19), and siw, whose QP waits for the RTR, reports the Terminate as a
+# close of a connection it never reported established: iw_cm's
+# cm_close_handler() hits BUG() (iwcm.c:966, state IW_CM_STATE_CONN_RECV),
+# an oops of the siw host that any peer can cause (2026-11-28, bench kernel).
+# rsiw's side of that refusal is checked between two rsiw VMs (rsiw-pair
+# p2p-send-none) and byte for byte in cm-faults.
+#
+# VM b boots the non-debug bench kernel (kernel_b=bench), for the peer-to-peer
+# rounds: as responder, siw's RTR path (siw_rtr_data_ready ->
+# siw_qp_socket_assoc) takes sk_callback_lock with write_lock_bh in softirq,
+# which lockdep reports as an inconsistent lock state on siw's side, so that a
+# debug kernel fails the run on siw's account. siw never initiates
+# peer-to-peer mode (its peer_to_peer is a constant false), so rsiw as the
+# responder is covered between two rsiw VMs only (rsiw-pair).
 . /rsiw/tests/vm/lib.sh
 . /rsiw/tests/vm/interop.sh
 
@@ -62,6 +78,13 @@ rping_round strict-b-client a $size 5 req:C=0 rep:C=0
 variant large fpdu_segments=45
 rping_round large-a-client b $size 5 ini:ulpdu_max\>=4000
 rping_round large-b-client a $size 5 resp:ulpdu_max\>=4000
+
+variant p2p-write peer_to_peer=1 rtr_type=1
+rping_round p2p-write-a-client b $size 5 req:A=1 req:Cw=1 req:D=0 rep:A=1 rep:Cw=1 rep:D=0 ini:first=write/14
+variant p2p-read peer_to_peer=1 rtr_type=2
+rping_round p2p-read-a-client b $size 5 req:A=1 req:Cw=0 req:D=1 rep:A=1 rep:Cw=0 rep:D=1 ini:first=read_req/46 resp:first=read_resp/14
+variant p2p-both peer_to_peer=1 rtr_type=3
+rping_round p2p-both-a-client b $size 5 req:A=1 req:Cw=1 req:D=1 rep:A=1 rep:Cw=1 rep:D=0 ini:first=write/14
 
 barrier done
 pass

@@ -33,6 +33,10 @@
 #             MSN mismatch (MPA-17, T-13).
 #   p2p-send-none a offers only the Send RTR, b accepts Write and Read: the
 #             initiator finds no common RTR, sends TERM 2/0/07 and refuses.
+#
+# In the peer-to-peer variants the capture also checks the initiator's first
+# FPDU: the RTR the Reply chose (write/14, read_req/46 answered by
+# read_resp/14, send/18), or the Terminate (term/22) of a refusal.
 . /rsiw/tests/vm/lib.sh
 . /rsiw/tests/vm/interop.sh
 
@@ -73,20 +77,20 @@ refused_round clash-a-client b req:C=1 rep:R=1
 refused_round clash-b-client a req:C=0 rep:C=1
 
 variant p2p-write peer_to_peer=1 rtr_type=1
-rping_round p2p-write-a-client b $big 5 req:A=1 req:Cw=1 req:D=0 rep:A=1 rep:Cw=1
+rping_round p2p-write-a-client b $big 5 req:A=1 req:Cw=1 req:D=0 rep:A=1 rep:Cw=1 ini:first=write/14
 
 variant p2p-read peer_to_peer=1 rtr_type=2
-rping_round p2p-read-a-client b $big 5 req:A=1 req:D=1 req:Cw=0 rep:A=1 rep:D=1
+rping_round p2p-read-a-client b $big 5 req:A=1 req:D=1 req:Cw=0 rep:A=1 rep:D=1 ini:first=read_req/46 resp:first=read_resp/14
 
 variant2 p2p-none "peer_to_peer=1 rtr_type=1" "rtr_type=2"
-refused_round p2p-none-a-client b req:A=1 req:Cw=1 rep:Cw=0 rep:D=1
+refused_round p2p-none-a-client b req:A=1 req:Cw=1 rep:Cw=0 rep:D=1 ini:first=term/22
 
 variant p2p-send peer_to_peer=1 rtr_type=4
-rping_round p2p-send-a-client b $big 5 req:A=1 req:B=1 req:Cw=0 req:D=0 rep:A=1 rep:B=1
-rping_round p2p-send-b-client a $big 5 req:A=1 req:B=1 req:Cw=0 req:D=0 rep:A=1 rep:B=1
+rping_round p2p-send-a-client b $big 5 req:A=1 req:B=1 req:Cw=0 req:D=0 rep:A=1 rep:B=1 ini:first=send/18
+rping_round p2p-send-b-client a $big 5 req:A=1 req:B=1 req:Cw=0 req:D=0 rep:A=1 rep:B=1 ini:first=send/18
 
 variant2 p2p-send-none "peer_to_peer=1 rtr_type=4" "rtr_type=3"
-refused_round p2p-send-none-a-client b req:A=1 req:B=1 req:Cw=0 rep:B=0 rep:Cw=1
+refused_round p2p-send-none-a-client b req:A=1 req:B=1 req:Cw=0 rep:B=0 rep:Cw=1 ini:first=term/22
 
 barrier done
 pass

@@ -18,7 +18,12 @@
 # prints the largest ULPDU_Length seen from the initiator ("ini", the sender
 # of the Request) and the responder ("resp"):
 #
-#   ini fpdus=12 ulpdu_max=1440
+#   ini fpdus=12 ulpdu_max=1440 first=write/14
+#
+# first is the RDMAP opcode and ULPDU_Length of the first FPDU in that
+# direction (write, read_req, read_resp, send, send_inv, send_se,
+# send_se_inv, term; "-" if not captured): a peer-to-peer initiator's RTR
+# is write/14 (zero-length Write), read_req/46 or send/18.
 #
 # EXPECT may compare those with = or >=, e.g. ini:ulpdu_max>=4000 (FPDUs
 # larger than one segment) or resp:ulpdu_max<=1460 (one FPDU per segment).
@@ -63,9 +68,13 @@ def segments(path):
         yield (src, sport), (dst, dport), seq, l4[thl:], iplen - thl
 
 
+OPCODES = ('write', 'read_req', 'read_resp', 'send', 'send_inv', 'send_se',
+           'send_se_inv', 'term')
+
+
 def fpdu_walk(segs, start, seq0):
-    """ULPDU_Lengths of the FPDUs from stream offset start (relative to seq0)
-    while their length fields are in the capture."""
+    """(ULPDU_Length, RDMAP opcode or None) of the FPDUs from stream offset
+    start (relative to seq0) while their length fields are in the capture."""
     have = {}
     for seq, cap, _ in segs:
         rel = (seq - seq0) % (1 << 32)
@@ -81,7 +90,7 @@ def fpdu_walk(segs, start, seq0):
         if len(cap) < 2:
             break
         n = struct.unpack('>H', cap[:2])[0]
-        lens.append(n)
+        lens.append((n, cap[3] & 0x0f if len(cap) >= 4 else None))
         pos += 2 + n + (-(2 + n) % 4) + 4
     return lens
 
@@ -101,8 +110,13 @@ def streams(path):
         if kind not in first:
             continue
         flow, seq0, start, markers = first[kind]
-        lens = [] if markers else fpdu_walk(flows[flow], start, seq0)
-        out[name] = {'kind': name, 'fpdus': len(lens), 'ulpdu_max': max(lens, default=0)}
+        fpdus = [] if markers else fpdu_walk(flows[flow], start, seq0)
+        op1 = '-'
+        if fpdus and fpdus[0][1] is not None:
+            op = fpdus[0][1]
+            op1 = f"{OPCODES[op] if op < len(OPCODES) else op}/{fpdus[0][0]}"
+        out[name] = {'kind': name, 'fpdus': len(fpdus),
+                     'ulpdu_max': max((n for n, _ in fpdus), default=0), 'first': op1}
     return out
 
 
