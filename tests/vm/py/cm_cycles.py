@@ -12,8 +12,16 @@
 # even cycles, the server on odd ones); both must see DISCONNECTED, and the
 # ids and QPs are destroyed before the next cycle. Exits 0 on success, 1 with
 # a message otherwise.
+#
+# RSIW_ESTABLISHED_DELAY_MS (client): wait that long after ESTABLISHED before
+# the Send, for a siw server, which ignores bytes that arrive before
+# siw_accept() installed its QP's receive callback (as the LD_PRELOAD shim
+# tests/vm/tools/rdma-connect-delay.c does for C programs; it cannot find
+# librdmacm in a Python process, whose pyverbs loads it privately).
 
+import os
 import sys
+import time
 
 import pyverbs.cm_enums as ce
 import pyverbs.enums as e
@@ -59,12 +67,14 @@ def server(addr, port, n):
 
 
 def client(addr, port, n):
+    delay = int(os.environ.get('RSIW_ESTABLISHED_DELAY_MS', '0')) / 1000
     for i in range(n):
         ch, cmid = cmutil.resolve(addr, port, qp_attr())
         buf = cmid.reg_msgs(64)
         buf.write(payload(i), 16)
         cmid.connect(ConnParam(resources=1, depth=1))
         next_event(ch, ce.RDMA_CM_EVENT_ESTABLISHED, f'cycle {i}')
+        time.sleep(delay)
         cmid.post_send(buf, flags=e.IBV_SEND_SIGNALED, length=16)
         wc = cmid.get_send_comp()
         if wc.status != e.IBV_WC_SUCCESS:
