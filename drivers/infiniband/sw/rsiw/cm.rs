@@ -1135,6 +1135,13 @@ impl Cep {
                 if g.state == State::AwaitRtr {
                     self.established(g);
                 }
+                // A graceful close (FIN) ends the stream after everything the peer sent:
+                // place what TCP queued before it, then report the disconnect.
+                if err == 0 {
+                    if let Some(c) = self.conn.clone_value() {
+                        c.drain_rx();
+                    }
+                }
                 // The peer closed (FIN) or reset: the iw_cm moves to CLOSING, then CLOSED.
                 if let Some(id) = g.id.clone() {
                     let _ = id.event(&Event::new(EventKind::Disconnect));

@@ -484,6 +484,14 @@ impl Conn {
         let _ = g.read_sock(|skb| Ok(crate::rx::rx_chunk(b, skb)));
     }
 
+    /// The peer closed its side (FIN): places what TCP queued before the FIN, which the work
+    /// item may not have read yet (bytes that arrived before the QP's RX was attached, or bulk
+    /// data left to the work item). Process context.
+    pub(crate) fn drain_rx(self: &Arc<Self>) {
+        self.rx_pending.store(true, Release);
+        self.rx_work();
+    }
+
     /// Socket callback: send space became available. Any context; does not sleep.
     pub(crate) fn write_space(this: ArcBorrow<'_, Conn>, sk: &CallbackSock<'_>) {
         if this.tx_blocked.load(Acquire) && sk.stream_wspace() >= sk.stream_min_wspace() {
