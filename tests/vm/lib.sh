@@ -209,11 +209,13 @@ fetch() {
 
 # wait_listen PORT [SECONDS]: until a TCP socket listens on PORT (iWARP
 # listeners, siw's and rsiw's alike, are kernel TCP sockets).
+# A case may raise every wait to RSIW_LISTEN_WAIT seconds (slow servers).
 wait_listen() {
-	local hex
+	local hex t=${2:-30}
+	[ "${RSIW_LISTEN_WAIT:-0}" -le "$t" ] || t=$RSIW_LISTEN_WAIT
 	printf -v hex '%04X' "$1"
-	wait_for "${2:-30}" _listening "$hex" ||
-		die "nothing listens on port $1 after ${2:-30} s"
+	wait_for "$t" _listening "$hex" ||
+		die "nothing listens on port $1 after $t s"
 }
 # _listening HEXPORT: a TCP socket in state LISTEN (0A) has that local port.
 _listening() {

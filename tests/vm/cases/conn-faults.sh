@@ -32,9 +32,7 @@
 
 # pyverbs takes long to start under TCG on a loaded host (over 30 s seen):
 # give the cycle servers more than serve_client's 30 s to listen.
-_wait_listen=$(declare -f wait_listen | tail -n +2)
-eval "_lib_wait_listen() $_wait_listen"
-wait_listen() { _lib_wait_listen "$1" 150; }
+RSIW_LISTEN_WAIT=150
 
 load_driver
 rsiw_up eth0
