@@ -134,3 +134,29 @@ variant2() {
 		variant "$name" $pb
 	fi
 }
+
+# cycles_round SERVER_ROLE N SECONDS [CLIENT_ENV]: N rdma_cm connect/send/
+# disconnect cycles (tests/vm/py/cm_cycles.py) with SERVER_ROLE as server;
+# CLIENT_ENV (e.g. RSIW_ESTABLISHED_DELAY_MS=200) goes before the client.
+# pyverbs takes long to start under TCG on a loaded host (over 30 s seen):
+# the servers get at least 150 s to listen (RSIW_LISTEN_WAIT).
+cycles_round() {
+	local srv=$1 n=$2 t=$3 pre=${4:+$4 } ip t0
+	port=$((port + 1))
+	ip=$(fetch "$srv" ip)
+	t0=$EPOCHSECONDS
+	RSIW_LISTEN_WAIT=150 serve_client "cycles-$srv" "$srv" "$port" \
+		"python3 /rsiw/tests/vm/py/cm_cycles.py server $ip $port $n" \
+		"${pre}python3 /rsiw/tests/vm/py/cm_cycles.py client $ip $port $n" "$t"
+	log "cycles-$srv: $n cycles in $((EPOCHSECONDS - t0)) s"
+}
+
+# pair_up: the opening of a two-VM case: load the driver, bring up eth0
+# with the RDMA device, publish this VM's address and wait for the peer.
+pair_up() {
+	load_driver
+	rsiw_up eth0
+	publish ip "$RSIW_IP"
+	barrier up
+	wait_peer 30
+}

@@ -26,11 +26,7 @@
 . /rsiw/tests/vm/lib.sh
 . /rsiw/tests/vm/interop.sh
 
-load_driver
-rsiw_up eth0
-publish ip "$RSIW_IP"
-barrier up
-wait_peer 30
+pair_up
 port=8000
 
 . /rsiw/tests/vm/faults.sh

@@ -30,26 +30,12 @@
 . /rsiw/tests/vm/lib.sh
 . /rsiw/tests/vm/interop.sh
 
-# pyverbs takes long to start under TCG on a loaded host (over 30 s seen):
-# give the cycle servers more than serve_client's 30 s to listen.
-RSIW_LISTEN_WAIT=150
-
-load_driver
-rsiw_up eth0
-publish ip "$RSIW_IP"
-barrier up
-wait_peer 30
+pair_up
 port=8000
 
 # --- cycles ------------------------------------------------------------------
 for srv in a b; do
-	port=$((port + 1))
-	ip=$(fetch "$srv" ip)
-	t0=$(date +%s)
-	serve_client "cycles-$srv" "$srv" "$port" \
-		"python3 /rsiw/tests/vm/py/cm_cycles.py server $ip $port 50" \
-		"python3 /rsiw/tests/vm/py/cm_cycles.py client $ip $port 50" 300
-	log "cycles-$srv: 50 cycles in $(($(date +%s) - t0)) s"
+	cycles_round "$srv" 50 300
 done
 
 . /rsiw/tests/vm/faults.sh

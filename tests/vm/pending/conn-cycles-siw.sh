@@ -24,31 +24,13 @@
 # rdma-connect-delay shim does for C clients): a siw server ignores a Send
 # that arrives before siw_accept() installed the QP's receive callback.
 . /rsiw/tests/vm/lib.sh
+. /rsiw/tests/vm/interop.sh
 
-# pyverbs takes long to start under TCG on a loaded host (over 30 s seen):
-# give the cycle servers more than serve_client's 30 s to listen.
-RSIW_LISTEN_WAIT=150
-
-load_driver
-rsiw_up eth0
-publish ip "$RSIW_IP"
-barrier up
-wait_peer 30
+pair_up
 port=8100
 
-for srv in a b; do
-	port=$((port + 1))
-	ip=$(fetch "$srv" ip)
-	pre=
-	if [ "$srv" = b ]; then
-		pre="RSIW_ESTABLISHED_DELAY_MS=200 "
-	fi
-	t0=$(date +%s)
-	serve_client "cycles-$srv" "$srv" "$port" \
-		"python3 /rsiw/tests/vm/py/cm_cycles.py server $ip $port 50" \
-		"${pre}python3 /rsiw/tests/vm/py/cm_cycles.py client $ip $port 50" 400
-	log "cycles-$srv: 50 cycles in $(($(date +%s) - t0)) s"
-done
+cycles_round a 50 400
+cycles_round b 50 400 RSIW_ESTABLISHED_DELAY_MS=200
 
 barrier done
 pass
