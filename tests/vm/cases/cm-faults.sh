@@ -9,7 +9,10 @@
 # never sends its Request (the MPA timeout). Then b is a raw peer-to-peer
 # initiator (tests/vm/py/mpa_rtr.py) against a pyverbs listener on a: its
 # Write RTR is taken, but a Send in place of the RTR gets TERM 2/0/07 (MPA-16,
-# MPA-19). Then roles swap: b is a raw MPA
+# MPA-19); a client-server initiator's Send and FIN in one segment right
+# behind the Reply are placed in the posted receive before the close, and
+# the same right behind its Request (the peer gave up before the ULP
+# accepted) make the accept fail with ECONNRESET. Then roles swap: b is a raw MPA
 # responder (tests/vm/py/mpa_responder.py) whose Replies a's initiator
 # (cm_refused.py) must refuse with a Terminate FPDU before closing: an ORD
 # above our IRD (MPA-11, TERM 2/0/06) and A=1 to a client-server Request

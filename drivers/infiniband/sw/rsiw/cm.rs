@@ -1125,7 +1125,8 @@ impl Cep {
                 pr_info!("cm: connect failed: {:?} (TCP state {:?})\n", e, st);
                 self.fail_connect(g, e);
             }
-            // The ULP answers with accept or reject, which then fails.
+            // The ULP answers with accept, which then fails (it checks the socket), or
+            // reject.
             State::RecvdRequest => {}
             State::AwaitRequest => self.close_locked(g, None),
             State::AwaitRtr | State::Rdma => {
@@ -1400,6 +1401,14 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
         cep.close_locked(g, None);
         Err(e)
     };
+    // A peer that closed or reset the connection while its Request waited for the ULP has
+    // given up (before the Reply an initiator sends nothing but its Request), and its close
+    // was seen in `RecvdRequest`, where nothing reports it: refuse, as siw does.
+    if let Some(s) = g.sock.as_deref() {
+        if s.state() != TcpState::ESTABLISHED || s.error() != 0 {
+            return fail(&cep, &mut g, ECONNRESET);
+        }
+    }
     if ird > limits::MAX_IRD || ord > limits::MAX_ORD {
         return fail(&cep, &mut g, EINVAL);
     }
