@@ -17,12 +17,7 @@
 #            SO_KEEPALIVE; 5 s idle, 3 probes 1 s apart here): a's rping
 #            must get a disconnect or an error completion and exit.
 #
-# The cycles run rsiw-rsiw: against C siw (a=rsiw b=siw) they passed once
-# and failed once at cycle 27 of the siw-server half, where siw rejected the
-# connection and destroying siw's listener with a child still queued
-# tripped lockdep inside siw (inet_child_forget vs siw_cm_llp_data_ready):
-# a siw bug that would make this case flaky. rsiw against siw is covered by
-# cm-connect, rping-interop and mpa-siw-interop.
+# The cycles run rsiw-rsiw here; conn-cycles-siw runs them against C siw.
 #
 # The peer-death step fails without keepalive when the fault hits while a
 # waits for b (a's rping never returns); the cycles fail on any missed

@@ -30,7 +30,10 @@ def fail(msg):
 def next_event(channel, want, what=None):
     """Waits for the next event on channel, acks it and fails unless it is
     want. Returns the event's private data."""
-    ev = CMEvent(channel)
+    return _check_event(CMEvent(channel), want, what)
+
+
+def _check_event(ev, want, what):
     got = ev.event_type
     pd = bytes(ev.private_data or b'')
     ev.ack_cm_event()
@@ -88,6 +91,40 @@ def get_request(ch, lid, what=None):
     child = CMID(creator=ev, listen_id=lid)
     ev.ack_cm_event()
     return child, pd
+
+
+class Listener:
+    """A listening cm_id whose channel also carries the events of the
+    connections it accepted. The events of two connections are not ordered:
+    the provider reports ESTABLISHED after its MPA Reply has gone out (siw,
+    cxgb4 and rsiw alike), so a client that connects again as soon as it is
+    established and done can have its next CONNECT_REQUEST queued before the
+    previous connection's ESTABLISHED or DISCONNECTED. next_event() keeps such
+    a request for the next request() instead of failing."""
+
+    def __init__(self, addr, port, backlog=None):
+        self.ch, self.lid = listen(addr, port, backlog)
+        self.early = []
+        self.reordered = 0
+
+    def request(self, what=None):
+        """The next connection request: (child cm_id, private data)."""
+        if self.early:
+            return self.early.pop(0)
+        return get_request(self.ch, self.lid, what)
+
+    def next_event(self, want, what=None):
+        """next_event() on the channel for an accepted connection; a
+        CONNECT_REQUEST on the way is kept for request()."""
+        while True:
+            ev = CMEvent(self.ch)
+            if ev.event_type != ce.RDMA_CM_EVENT_CONNECT_REQUEST:
+                break
+            pd = bytes(ev.private_data or b'')
+            self.early.append((CMID(creator=ev, listen_id=self.lid), pd))
+            ev.ack_cm_event()
+            self.reordered += 1
+        return _check_event(ev, want, what)
 
 
 def resolve(addr, port, attr):
