@@ -6,45 +6,175 @@
 
 use crate::{
     bindings,
+    impl_flags,
     net::device::NetDevice, //
 };
 
-/// Device capability flags (`enum ib_device_cap_flags`), for [`DeviceAttr::device_cap_flags`].
-pub mod device_cap {
-    use crate::bindings;
+impl_flags!(
+    /// Device capability flags (`enum ib_device_cap_flags`), for [`DeviceAttr::device_cap_flags`].
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct DeviceCapFlags(u64);
 
-    /// Memory management extensions: fast registration, local invalidate, send with
-    /// invalidate (`IB_DEVICE_MEM_MGT_EXTENSIONS`).
-    pub const MEM_MGT_EXTENSIONS: u64 =
-        bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
-}
+    /// A device capability.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum DeviceCapFlag {
+        /// `IB_DEVICE_RESIZE_MAX_WR`.
+        ResizeMaxWr = bindings::ib_device_cap_flags_IB_DEVICE_RESIZE_MAX_WR as u64,
+        /// `IB_DEVICE_BAD_PKEY_CNTR`.
+        BadPkeyCntr = bindings::ib_device_cap_flags_IB_DEVICE_BAD_PKEY_CNTR as u64,
+        /// `IB_DEVICE_BAD_QKEY_CNTR`.
+        BadQkeyCntr = bindings::ib_device_cap_flags_IB_DEVICE_BAD_QKEY_CNTR as u64,
+        /// `IB_DEVICE_RAW_MULTI`.
+        RawMulti = bindings::ib_device_cap_flags_IB_DEVICE_RAW_MULTI as u64,
+        /// `IB_DEVICE_AUTO_PATH_MIG`.
+        AutoPathMig = bindings::ib_device_cap_flags_IB_DEVICE_AUTO_PATH_MIG as u64,
+        /// `IB_DEVICE_CHANGE_PHY_PORT`.
+        ChangePhyPort = bindings::ib_device_cap_flags_IB_DEVICE_CHANGE_PHY_PORT as u64,
+        /// `IB_DEVICE_UD_AV_PORT_ENFORCE`.
+        UdAvPortEnforce = bindings::ib_device_cap_flags_IB_DEVICE_UD_AV_PORT_ENFORCE as u64,
+        /// `IB_DEVICE_CURR_QP_STATE_MOD`.
+        CurrQpStateMod = bindings::ib_device_cap_flags_IB_DEVICE_CURR_QP_STATE_MOD as u64,
+        /// `IB_DEVICE_SHUTDOWN_PORT`.
+        ShutdownPort = bindings::ib_device_cap_flags_IB_DEVICE_SHUTDOWN_PORT as u64,
+        /// `IB_DEVICE_PORT_ACTIVE_EVENT`.
+        PortActiveEvent = bindings::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT as u64,
+        /// `IB_DEVICE_SYS_IMAGE_GUID`.
+        SysImageGuid = bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID as u64,
+        /// `IB_DEVICE_RC_RNR_NAK_GEN`.
+        RcRnrNakGen = bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN as u64,
+        /// `IB_DEVICE_SRQ_RESIZE`.
+        SrqResize = bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE as u64,
+        /// `IB_DEVICE_N_NOTIFY_CQ`.
+        NNotifyCq = bindings::ib_device_cap_flags_IB_DEVICE_N_NOTIFY_CQ as u64,
+        /// `IB_DEVICE_MEM_WINDOW`.
+        MemWindow = bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW as u64,
+        /// `IB_DEVICE_UD_IP_CSUM`.
+        UdIpCsum = bindings::ib_device_cap_flags_IB_DEVICE_UD_IP_CSUM as u64,
+        /// `IB_DEVICE_XRC`.
+        Xrc = bindings::ib_device_cap_flags_IB_DEVICE_XRC as u64,
+        /// Memory management extensions: fast registration, local invalidate, send with
+        /// invalidate (`IB_DEVICE_MEM_MGT_EXTENSIONS`).
+        MemMgtExtensions = bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64,
+        /// `IB_DEVICE_MEM_WINDOW_TYPE_2A`.
+        MemWindowType2A = bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2A as u64,
+        /// `IB_DEVICE_MEM_WINDOW_TYPE_2B`.
+        MemWindowType2B = bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B as u64,
+        /// `IB_DEVICE_RC_IP_CSUM`.
+        RcIpCsum = bindings::ib_device_cap_flags_IB_DEVICE_RC_IP_CSUM as u64,
+        /// `IB_DEVICE_RAW_IP_CSUM`.
+        RawIpCsum = bindings::ib_device_cap_flags_IB_DEVICE_RAW_IP_CSUM as u64,
+        /// `IB_DEVICE_MANAGED_FLOW_STEERING`.
+        ManagedFlowSteering = bindings::ib_device_cap_flags_IB_DEVICE_MANAGED_FLOW_STEERING as u64,
+        /// `IB_DEVICE_RAW_SCATTER_FCS`.
+        RawScatterFcs = bindings::ib_device_cap_flags_IB_DEVICE_RAW_SCATTER_FCS as u64,
+        /// `IB_DEVICE_PCI_WRITE_END_PADDING`.
+        PciWriteEndPadding = bindings::ib_device_cap_flags_IB_DEVICE_PCI_WRITE_END_PADDING as u64,
+        /// RDMA Flush to global visibility (`IB_DEVICE_FLUSH_GLOBAL`).
+        FlushGlobal = bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64,
+        /// RDMA Flush to persistence (`IB_DEVICE_FLUSH_PERSISTENT`).
+        FlushPersistent = bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_PERSISTENT as u64,
+        /// RDMA Atomic Write (`IB_DEVICE_ATOMIC_WRITE`).
+        AtomicWrite = bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE as u64,
+    }
+);
 
-/// Kernel-only capability flags (`enum ib_kernel_cap_flags`), for
-/// [`DeviceAttr::kernel_cap_flags`].
-pub mod kernel_cap {
-    use crate::bindings;
+impl_flags!(
+    /// Kernel-only capability flags (`enum ib_kernel_cap_flags`), for
+    /// [`DeviceAttr::kernel_cap_flags`].
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct KernelCapFlags(u64);
 
-    /// The device may be deleted by the user with `rdma link delete` (`IBK_ALLOW_USER_UNREG`).
-    pub const ALLOW_USER_UNREG: u64 = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
-}
+    /// A kernel-only capability.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum KernelCapFlag {
+        /// `IBK_LOCAL_DMA_LKEY`.
+        LocalDmaLkey = bindings::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY as u64,
+        /// `IBK_INTEGRITY_HANDOVER`.
+        IntegrityHandover = bindings::ib_kernel_cap_flags_IBK_INTEGRITY_HANDOVER as u64,
+        /// `IBK_ON_DEMAND_PAGING`.
+        OnDemandPaging = bindings::ib_kernel_cap_flags_IBK_ON_DEMAND_PAGING as u64,
+        /// `IBK_SG_GAPS_REG`.
+        SgGapsReg = bindings::ib_kernel_cap_flags_IBK_SG_GAPS_REG as u64,
+        /// The device may be deleted by the user with `rdma link delete` (`IBK_ALLOW_USER_UNREG`).
+        AllowUserUnreg = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64,
+        /// `IBK_BLOCK_MULTICAST_LOOPBACK`.
+        BlockMulticastLoopback = bindings::ib_kernel_cap_flags_IBK_BLOCK_MULTICAST_LOOPBACK as u64,
+        /// `IBK_UD_TSO`.
+        UdTso = bindings::ib_kernel_cap_flags_IBK_UD_TSO as u64,
+        /// `IBK_VIRTUAL_FUNCTION`.
+        VirtualFunction = bindings::ib_kernel_cap_flags_IBK_VIRTUAL_FUNCTION as u64,
+        /// `IBK_RDMA_NETDEV_OPA`.
+        RdmaNetdevOpa = bindings::ib_kernel_cap_flags_IBK_RDMA_NETDEV_OPA as u64,
+    }
+);
 
-/// Port capability flags (`enum ib_port_capability_mask_bits`), for
-/// [`PortAttr::port_cap_flags`].
-pub mod port_cap {
-    use crate::bindings;
+impl_flags!(
+    /// Port capability flags (`enum ib_port_capability_mask_bits`), for
+    /// [`PortAttr::port_cap_flags`].
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct PortCapFlags(u32);
 
-    /// Supports connection management (`IB_PORT_CM_SUP`).
-    pub const CM_SUP: u32 = bindings::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
-    /// Supports device management (`IB_PORT_DEVICE_MGMT_SUP`).
-    pub const DEVICE_MGMT_SUP: u32 = bindings::ib_port_capability_mask_bits_IB_PORT_DEVICE_MGMT_SUP;
-}
+    /// A port capability.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum PortCapFlag {
+        /// `IB_PORT_SM`.
+        Sm = bindings::ib_port_capability_mask_bits_IB_PORT_SM,
+        /// `IB_PORT_SYS_IMAGE_GUID_SUP`.
+        SysImageGuidSup = bindings::ib_port_capability_mask_bits_IB_PORT_SYS_IMAGE_GUID_SUP,
+        /// Supports connection management (`IB_PORT_CM_SUP`).
+        CmSup = bindings::ib_port_capability_mask_bits_IB_PORT_CM_SUP,
+        /// Supports device management (`IB_PORT_DEVICE_MGMT_SUP`).
+        DeviceMgmtSup = bindings::ib_port_capability_mask_bits_IB_PORT_DEVICE_MGMT_SUP,
+    }
+);
 
-/// Core capability flags of a port (`RDMA_CORE_*`), for [`PortImmutable::core_cap_flags`].
-pub mod core_cap {
-    use crate::bindings;
+impl_flags!(
+    /// Core capability flags of a port (`RDMA_CORE_CAP_*`), for
+    /// [`PortImmutable::core_cap_flags`].
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct CoreCapFlags(u32);
 
-    /// An iWARP port (`RDMA_CORE_PORT_IWARP`).
-    pub const PORT_IWARP: u32 = bindings::RDMA_CORE_PORT_IWARP;
+    /// A core capability of a port.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum CoreCapFlag {
+        /// `RDMA_CORE_CAP_IB_MAD`.
+        IbMad = bindings::RDMA_CORE_CAP_IB_MAD,
+        /// `RDMA_CORE_CAP_IB_SMI`.
+        IbSmi = bindings::RDMA_CORE_CAP_IB_SMI,
+        /// `RDMA_CORE_CAP_IB_CM`.
+        IbCm = bindings::RDMA_CORE_CAP_IB_CM,
+        /// `RDMA_CORE_CAP_IW_CM`.
+        IwCm = bindings::RDMA_CORE_CAP_IW_CM,
+        /// `RDMA_CORE_CAP_IB_SA`.
+        IbSa = bindings::RDMA_CORE_CAP_IB_SA,
+        /// `RDMA_CORE_CAP_OPA_MAD`.
+        OpaMad = bindings::RDMA_CORE_CAP_OPA_MAD,
+        /// `RDMA_CORE_CAP_AF_IB`.
+        AfIb = bindings::RDMA_CORE_CAP_AF_IB,
+        /// `RDMA_CORE_CAP_ETH_AH`.
+        EthAh = bindings::RDMA_CORE_CAP_ETH_AH,
+        /// `RDMA_CORE_CAP_OPA_AH`.
+        OpaAh = bindings::RDMA_CORE_CAP_OPA_AH,
+        /// `RDMA_CORE_CAP_IB_GRH_REQUIRED`.
+        IbGrhRequired = bindings::RDMA_CORE_CAP_IB_GRH_REQUIRED,
+        /// `RDMA_CORE_CAP_PROT_IB`.
+        ProtIb = bindings::RDMA_CORE_CAP_PROT_IB,
+        /// `RDMA_CORE_CAP_PROT_ROCE`.
+        ProtRoce = bindings::RDMA_CORE_CAP_PROT_ROCE,
+        /// `RDMA_CORE_CAP_PROT_IWARP`.
+        ProtIwarp = bindings::RDMA_CORE_CAP_PROT_IWARP,
+        /// `RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP`.
+        ProtRoceUdpEncap = bindings::RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP,
+        /// `RDMA_CORE_CAP_PROT_RAW_PACKET`.
+        ProtRawPacket = bindings::RDMA_CORE_CAP_PROT_RAW_PACKET,
+        /// `RDMA_CORE_CAP_PROT_USNIC`.
+        ProtUsnic = bindings::RDMA_CORE_CAP_PROT_USNIC,
+    }
+);
+
+impl CoreCapFlags {
+    /// The capabilities of an iWARP port (`RDMA_CORE_PORT_IWARP`).
+    pub const PORT_IWARP: Self = Self(bindings::RDMA_CORE_PORT_IWARP);
 }
 
 /// Atomic operation support (`enum ib_atomic_cap`).
@@ -92,10 +222,10 @@ pub struct DeviceAttr {
     pub max_qp: u32,
     /// Maximum number of outstanding work requests per QP.
     pub max_qp_wr: u32,
-    /// Device capability flags, see [`device_cap`].
-    pub device_cap_flags: u64,
-    /// Kernel capability flags, see [`kernel_cap`].
-    pub kernel_cap_flags: u64,
+    /// Device capability flags.
+    pub device_cap_flags: DeviceCapFlags,
+    /// Kernel capability flags.
+    pub kernel_cap_flags: KernelCapFlags,
     /// Maximum number of scatter/gather entries per send work request.
     pub max_send_sge: u32,
     /// Maximum number of scatter/gather entries per receive work request.
@@ -152,8 +282,8 @@ impl DeviceAttr {
         a.hw_ver = self.hw_ver;
         a.max_qp = self.max_qp;
         a.max_qp_wr = self.max_qp_wr;
-        a.device_cap_flags = self.device_cap_flags;
-        a.kernel_cap_flags = self.kernel_cap_flags;
+        a.device_cap_flags = self.device_cap_flags.into();
+        a.kernel_cap_flags = self.kernel_cap_flags.into();
         a.max_send_sge = self.max_send_sge;
         a.max_recv_sge = self.max_recv_sge;
         a.max_sge_rd = self.max_sge_rd;
@@ -204,7 +334,7 @@ impl Mtu {
         }
     }
 
-    fn as_raw(self) -> bindings::ib_mtu {
+    pub(crate) fn as_raw(self) -> bindings::ib_mtu {
         match self {
             Self::Mtu256 => bindings::ib_mtu_IB_MTU_256,
             Self::Mtu512 => bindings::ib_mtu_IB_MTU_512,
@@ -269,8 +399,8 @@ pub struct PortAttr {
     pub active_mtu: Mtu,
     /// Number of GID table entries.
     pub gid_tbl_len: i32,
-    /// Port capability flags, see [`port_cap`].
-    pub port_cap_flags: u32,
+    /// Port capability flags.
+    pub port_cap_flags: PortCapFlags,
     /// Largest message size.
     pub max_msg_sz: u32,
     /// Active width (`IB_WIDTH_*`).
@@ -295,7 +425,7 @@ impl PortAttr {
         a.max_mtu = self.max_mtu.as_raw();
         a.active_mtu = self.active_mtu.as_raw();
         a.gid_tbl_len = self.gid_tbl_len;
-        a.port_cap_flags = self.port_cap_flags;
+        a.port_cap_flags = self.port_cap_flags.into();
         a.max_msg_sz = self.max_msg_sz;
         a.active_width = self.active_width;
         a.active_speed = self.active_speed;
@@ -309,8 +439,8 @@ pub struct PortImmutable {
     pub pkey_tbl_len: i32,
     /// Number of GID table entries.
     pub gid_tbl_len: i32,
-    /// Core capability flags, see [`core_cap`].
-    pub core_cap_flags: u32,
+    /// Core capability flags.
+    pub core_cap_flags: CoreCapFlags,
     /// Largest MAD size.
     pub max_mad_size: u32,
 }
@@ -327,7 +457,7 @@ impl PortImmutable {
             raw.write(bindings::ib_port_immutable {
                 pkey_tbl_len: self.pkey_tbl_len,
                 gid_tbl_len: self.gid_tbl_len,
-                core_cap_flags: self.core_cap_flags,
+                core_cap_flags: self.core_cap_flags.into(),
                 max_mad_size: self.max_mad_size,
             })
         };

@@ -6,21 +6,128 @@
 //!
 //! The driver keeps completions in its own format and converts them into a [`WorkCompletion`]
 //! when a kernel consumer polls ([`Wc::write`]). After queueing completions it calls
-//! [`Object::notify`](super::object::Object) on the CQ if the CQ was armed, and reports
-//! overflows with [`EventType::CQ_ERR`].
+//! [`Cq::notify`] if the CQ was armed, and reports overflows with [`EventType::CQ_ERR`].
 
 use super::{
     attr::EventType,
-    device::Driver,
-    object::{
-        Cq,
-        Wc, //
+    device::{
+        Device,
+        Driver, //
     },
+    object::{
+        raw_wrapper,
+        udata_opt,
+        CqKind,
+        Object, //
+    },
+    udata::Udata,
+    vtable::VTable,
 };
 use crate::{
     bindings,
+    error::from_result,
+    impl_flags,
     prelude::*, //
 };
+
+/// A `struct ib_cq` with the driver's [`Driver::Cq`] data.
+pub type Cq<T> = Object<T, CqKind>;
+
+/// The operations of a completion queue; implemented by the driver's per-CQ data.
+#[vtable]
+pub trait Operations: Sized + Send + Sync {
+    /// The driver.
+    type Driver: Driver;
+
+    /// Creates the data of a new completion queue.
+    fn create(
+        dev: &Device<Self::Driver>,
+        attr: &CqInitAttr,
+        udata: Option<&Udata>,
+    ) -> impl PinInit<Self, Error>;
+
+    /// Returns the number of entries of a completion queue just created by
+    /// [`Operations::create`]; the abstraction reports it to the consumer (`ib_cq.cqe`).
+    fn entries(&self) -> u32;
+
+    /// Called before the data of a completion queue is dropped.
+    fn destroy(_cq: &Cq<Self::Driver>, _udata: Option<&Udata>) {}
+
+    /// Polls up to `wc.len()` completions into `wc` and returns how many were written.
+    fn poll(cq: &Cq<Self::Driver>, wc: &mut [Wc]) -> Result<usize>;
+
+    /// Arms the completion queue. Returns `true` if [`CqNotifyFlag::ReportMissedEvents`] was
+    /// requested and completions may have been missed.
+    fn req_notify(cq: &Cq<Self::Driver>, flags: CqNotifyFlags) -> Result<bool>;
+}
+
+raw_wrapper!(
+    /// Attributes of a CQ to create (`struct ib_cq_init_attr`).
+    CqInitAttr, ib_cq_init_attr
+);
+
+impl CqInitAttr {
+    /// Returns the requested number of CQ entries.
+    pub fn cqe(&self) -> u32 {
+        // SAFETY: By the type invariant the struct is valid.
+        unsafe { (*self.as_raw()).cqe }
+    }
+
+    /// Returns the requested completion vector.
+    pub fn comp_vector(&self) -> u32 {
+        // SAFETY: By the type invariant the struct is valid.
+        unsafe { (*self.as_raw()).comp_vector }
+    }
+
+    /// Returns the creation flags.
+    pub fn flags(&self) -> CqCreateFlags {
+        // SAFETY: By the type invariant the struct is valid.
+        CqCreateFlags(unsafe { (*self.as_raw()).flags })
+    }
+}
+
+impl_flags!(
+    /// Creation flags of a CQ (`enum ib_uverbs_ex_create_cq_flags`), possibly with bits no
+    /// [`CqCreateFlag`] names.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct CqCreateFlags(u32);
+
+    /// A creation flag of a CQ.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum CqCreateFlag {
+        /// Completions carry a timestamp (`IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION`).
+        TimestampCompletion =
+            bindings::ib_uverbs_ex_create_cq_flags_IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION,
+        /// Overruns are not reported (`IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN`).
+        IgnoreOverrun = bindings::ib_uverbs_ex_create_cq_flags_IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN,
+    }
+);
+
+impl_flags!(
+    /// The flags of `req_notify_cq` (`enum ib_cq_notify_flags`).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct CqNotifyFlags(u32);
+
+    /// A flag of `req_notify_cq`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum CqNotifyFlag {
+        /// Notify on the next solicited completion only (`IB_CQ_SOLICITED`).
+        Solicited = bindings::ib_cq_notify_flags_IB_CQ_SOLICITED,
+        /// Notify on the next completion (`IB_CQ_NEXT_COMP`).
+        NextComp = bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP,
+        /// Report whether completions may have been missed (`IB_CQ_REPORT_MISSED_EVENTS`).
+        ReportMissedEvents = bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS,
+    }
+);
+
+impl CqNotifyFlags {
+    /// Returns whether only the next solicited completion arms the notification: the
+    /// `IB_CQ_SOLICITED_MASK` part of the flags is `IB_CQ_SOLICITED`.
+    pub fn solicited_only(self) -> bool {
+        self.0 & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK
+            == bindings::ib_cq_notify_flags_IB_CQ_SOLICITED
+    }
+}
 
 /// The status of a work completion (`enum ib_wc_status`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,7 +201,7 @@ impl WcOpcode {
 
 /// The QP a completion belongs to, as reported to kernel consumers in `ib_wc.qp`.
 ///
-/// Only obtainable from a live QP ([`Object::token`](super::object::Object)), so a completion
+/// Only obtainable from a live QP ([`Qp::token`](super::qp::Qp)), so a completion
 /// can never name a QP that did not exist. It is a plain value: the driver cannot dereference
 /// it. (Kernel consumers must not poll completions of QPs they have destroyed, as in C.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +234,11 @@ pub struct WorkCompletion {
     pub invalidate_rkey: Option<u32>,
 }
 
+raw_wrapper!(
+    /// A work completion slot to fill (`struct ib_wc`); may be uninitialised.
+    Wc, ib_wc
+);
+
 impl Wc {
     /// Fills the (possibly uninitialised) work completion slot with `wc`; other fields are
     /// zeroed.
@@ -148,20 +260,6 @@ impl Wc {
         // SAFETY: By the type invariant the slot is valid for writes.
         unsafe { self.as_raw().write(raw) };
     }
-}
-
-/// Flags of `req_notify_cq` (`enum ib_cq_notify_flags`).
-pub mod notify {
-    use crate::bindings;
-
-    /// Notify on the next solicited completion only (`IB_CQ_SOLICITED`).
-    pub const SOLICITED: u32 = bindings::ib_cq_notify_flags_IB_CQ_SOLICITED;
-    /// Notify on the next completion (`IB_CQ_NEXT_COMP`).
-    pub const NEXT_COMP: u32 = bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP;
-    /// Mask of the two above (`IB_CQ_SOLICITED_MASK`).
-    pub const SOLICITED_MASK: u32 = bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK;
-    /// Report whether completions may have been missed (`IB_CQ_REPORT_MISSED_EVENTS`).
-    pub const REPORT_MISSED_EVENTS: u32 = bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS;
 }
 
 impl<T: Driver> Cq<T> {
@@ -214,5 +312,102 @@ impl<T: Driver> Cq<T> {
             // SAFETY: `ev` is a valid event for this CQ; the handler was installed for it.
             unsafe { h(&mut ev, ctx) };
         }
+    }
+}
+
+impl<T: Driver> VTable<T> {
+    /// # Safety
+    ///
+    /// `cq` was allocated by ib_core with `size_ib_cq` bytes, its `device` field is a live
+    /// [`Device<T>`] and its driver part is uninitialised; `attr` is valid; `attrs` is NULL or a
+    /// valid attribute bundle.
+    pub(super) unsafe extern "C" fn create_cq_callback(
+        cq: *mut bindings::ib_cq,
+        attr: *const bindings::ib_cq_init_attr,
+        attrs: *mut bindings::uverbs_attr_bundle,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: Per the safety requirements `attrs`, if not NULL, is a valid bundle whose
+            // `driver_udata` is valid.
+            let udata = unsafe {
+                if attrs.is_null() {
+                    None
+                } else {
+                    udata_opt(&raw mut (*attrs).__bindgen_anon_1.hdr.driver_udata)
+                }
+            };
+            // SAFETY: Per the safety requirements.
+            let (dev, attr) = unsafe {
+                (
+                    Device::<T>::from_raw((*cq).device),
+                    CqInitAttr::from_raw(attr),
+                )
+            };
+            let init = <T::Cq as Operations>::create(dev, attr, udata);
+            // SAFETY: Per the safety requirements.
+            unsafe { Cq::<T>::init_data(cq, init) }?;
+            // SAFETY: The CQ is initialised; ib_core does not use it concurrently before this
+            // callback returns.
+            let data: &T::Cq = unsafe { Cq::<T>::from_raw(cq) };
+            // SAFETY: As above.
+            unsafe { (*cq).cqe = c_int::try_from(data.entries()).unwrap_or(c_int::MAX) };
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// `cq` was successfully initialised by `create_cq_callback` and is not used by ib_core
+    /// after this returns 0; `udata` is NULL or valid.
+    pub(super) unsafe extern "C" fn destroy_cq_callback(
+        cq: *mut bindings::ib_cq,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: Per the safety requirements.
+        let (obj, udata) = unsafe { (Cq::<T>::from_raw(cq), udata_opt(udata)) };
+        <T::Cq as Operations>::destroy(obj, udata);
+        // SAFETY: Per the safety requirements the data is initialised and never used again.
+        unsafe { Cq::<T>::drop_data(cq) };
+        0
+    }
+
+    /// # Safety
+    ///
+    /// `cq` is a live CQ created by `create_cq_callback`; `wc` is valid for writes of
+    /// `num_entries` entries.
+    pub(super) unsafe extern "C" fn poll_cq_callback(
+        cq: *mut bindings::ib_cq,
+        num_entries: c_int,
+        wc: *mut bindings::ib_wc,
+    ) -> c_int {
+        from_result(|| {
+            let n = usize::try_from(num_entries).map_err(|_| EINVAL)?;
+            // SAFETY: Per the safety requirements.
+            let obj = unsafe { Cq::<T>::from_raw(cq) };
+            let wc = if n == 0 || wc.is_null() {
+                &mut []
+            } else {
+                // SAFETY: `wc` is valid for `n` entries and not aliased during the call; `Wc` is
+                // a transparent wrapper of `ib_wc` that may be uninitialised.
+                unsafe { core::slice::from_raw_parts_mut(wc.cast::<Wc>(), n) }
+            };
+            let done = <T::Cq as Operations>::poll(obj, wc)?.min(n);
+            Ok(c_int::try_from(done).unwrap_or(num_entries))
+        })
+    }
+
+    /// # Safety
+    ///
+    /// `cq` is a live CQ created by `create_cq_callback`.
+    pub(super) unsafe extern "C" fn req_notify_cq_callback(
+        cq: *mut bindings::ib_cq,
+        flags: bindings::ib_cq_notify_flags,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: Per the safety requirements.
+            let obj = unsafe { Cq::<T>::from_raw(cq) };
+            let flags = CqNotifyFlags(flags);
+            Ok(c_int::from(<T::Cq as Operations>::req_notify(obj, flags)?))
+        })
     }
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! RDMA devices (`struct ib_device`) and their operations.
+//! RDMA devices (`struct ib_device`) and the operations of a provider.
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h).
 //!
@@ -9,7 +9,8 @@
 //! An RDMA device is allocated by ib_core (`_ib_alloc_device()`) with room for the driver's data
 //! behind the C `struct ib_device`, exactly like C drivers do with `ib_alloc_device()`. The Rust
 //! type for this allocation is [`Device<T>`]; `T` is the driver's per-device data and implements
-//! [`Driver`], from which the `struct ib_device_ops` table is built.
+//! [`Driver`], from which (with the operations of each object type, see below) the
+//! `struct ib_device_ops` table is built.
 //!
 //! 1. [`UnregisteredDevice::new`] allocates the device and initialises `T` in place. It is only
 //!    callable from an `rdma link add` callback (it needs a [`NewLink`] token, see
@@ -40,14 +41,15 @@
 //! - a [`DeviceRef`] (obtained with [`Device::get_by_netdev`]) keeps the device from completing
 //!   unregistration, so it must not be held across anything that waits for unregistration.
 //!
-//! # Verbs objects
+//! # Operations
 //!
-//! Verbs objects (ucontext, PD, CQ, QP, SRQ) are allocated by ib_core with the size the driver
-//! declares (`INIT_RDMA_OBJ_SIZE`), and the driver initialises its part in the create callback.
-//! In Rust every object type follows one pattern, [`super::object::Object`]: the C struct at
-//! offset 0 followed by the driver's data, which the create callback returns as a [`PinInit`] and
-//! which is dropped by the matching destroy callback. MRs are allocated by the driver in C; the
-//! abstraction allocates them in the same layout so drivers see the same pattern.
+//! The device-wide operations (queries) are the methods of [`Driver`]. Each verbs object type
+//! has its own data type and its own operations trait, in the module of the object: the driver
+//! names the types in [`Driver`] (e.g. [`Driver::Cq`]) and implements their traits (e.g.
+//! [`super::cq::Operations`]); the connection manager's operations are [`super::iwcm::Operations`].
+//! Objects follow one pattern, [`super::object::Object`]: the C struct at offset 0 followed by
+//! the driver's data, which the create operation returns as a [`PinInit`] and which is dropped
+//! after the matching destroy operation.
 
 use super::{
     attr::{
@@ -57,43 +59,19 @@ use super::{
         PortAttr,
         PortImmutable, //
     },
-    iwcm::{
-        CmId,
-        ConnParam,
-        IwOps, //
-    },
+    cq,
+    iwcm,
     link::NewLink,
-    mmap::{
-        mmap_callback,
-        mmap_free_callback, //
-    },
-    object::{
-        Counted,
-        Cq,
-        CqInitAttr,
-        Mr,
-        Pd,
-        Qp,
-        QpAttr,
-        QpInitAttr,
-        RecvWr,
-        SendWr,
-        Srq,
-        SrqInitAttr,
-        Ucontext,
-        Wc, //
-    },
-    qp::QpQuery,
-    srq::SrqAttrs,
-    udata::Udata,
+    mr,
+    pd,
+    qp,
+    srq,
+    ucontext,
+    vtable::VTable, //
 };
 use crate::{
     bindings,
-    error::{
-        from_result,
-        to_result, //
-    },
-    module::this_module,
+    error::to_result,
     net::device::{
         NetDevice,
         IFNAMSIZ, //
@@ -115,7 +93,7 @@ use core::{
 
 /// Identifies the kind of provider (`enum rdma_driver_id`).
 ///
-/// user space providers (rdma-core) bind to a device by its driver id and its
+/// User space providers (rdma-core) bind to a device by its driver id and its
 /// [`Driver::UVERBS_ABI_VER`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DriverId(bindings::rdma_driver_id);
@@ -131,61 +109,39 @@ impl DriverId {
 
 /// The node type of a device (`enum rdma_node_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NodeType(u8);
-
-impl NodeType {
+#[repr(u8)]
+pub enum NodeType {
     /// An InfiniBand channel adapter (`RDMA_NODE_IB_CA`).
-    pub const IB_CA: Self = Self(bindings::RDMA_NODE_IB_CA as u8);
+    IbCa = bindings::RDMA_NODE_IB_CA as u8,
     /// An iWARP RDMA NIC (`RDMA_NODE_RNIC`).
-    pub const RNIC: Self = Self(bindings::RDMA_NODE_RNIC as u8);
+    Rnic = bindings::RDMA_NODE_RNIC as u8,
 }
 
 /// A legacy uverbs write() command (`enum ib_uverbs_write_cmds`) a device may opt into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UverbsCmd(u32);
-
-impl UverbsCmd {
-    /// `IB_USER_VERBS_CMD_POST_SEND`; the siw provider uses it as the send queue doorbell.
-    pub const POST_SEND: Self = Self(bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND);
+#[repr(u32)]
+pub enum UverbsCmd {
+    /// `IB_USER_VERBS_CMD_POST_SEND`.
+    PostSend = bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND,
     /// `IB_USER_VERBS_CMD_POST_RECV`.
-    pub const POST_RECV: Self = Self(bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_RECV);
+    PostRecv = bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_RECV,
     /// `IB_USER_VERBS_CMD_POST_SRQ_RECV`.
-    pub const POST_SRQ_RECV: Self =
-        Self(bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SRQ_RECV);
+    PostSrqRecv = bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SRQ_RECV,
 }
 
-/// iWARP connection manager flags (`enum iw_flags`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IwFlags(u32);
-
-impl IwFlags {
-    /// No flags.
-    pub const NONE: Self = Self(0);
-    /// The device uses the host's TCP ports; `iwpmd` port mapping is not needed
-    /// (`IW_F_NO_PORT_MAP`).
-    pub const NO_PORT_MAP: Self = Self(bindings::iw_flags_IW_F_NO_PORT_MAP);
-}
-
-/// The error returned by a failed post: the error and the first work request that was not posted.
-pub type PostError<'a, W> = (Error, &'a W);
-
-/// The operations of an RDMA provider.
+/// The device-wide operations of an RDMA provider, and the types of its objects.
 ///
 /// The implementing type is the driver's per-device data, stored in [`Device<Self>`] behind the
-/// C `struct ib_device`. The `struct ib_device_ops` table is built from this trait at compile
-/// time: methods the driver does not implement are left `NULL` in the table.
+/// C `struct ib_device`. The `struct ib_device_ops` table is built at compile time from this
+/// trait and from the operations traits of the object types it names: operations the driver
+/// does not implement are left `NULL` in the table.
 ///
-/// The required methods are the ones ib_core requires of a kernel-verbs provider
-/// (`ib_device_check_mandatory()` in
+/// The required operations, across the traits, are the ones ib_core requires of a kernel-verbs
+/// provider (`ib_device_check_mandatory()` in
 /// [`drivers/infiniband/core/device.c`](srctree/drivers/infiniband/core/device.c)).
 ///
-/// For each verbs object type the driver declares the type of its per-object data (e.g.
-/// [`Driver::Pd`]). The create method returns an initialiser for it; the abstraction
-/// initialises it in place in the object allocated by ib_core and drops it after the matching
-/// destroy method (a hook that runs while the data is still alive) returns. Destroy methods are
-/// infallible: once ib_core asks to destroy an object, the data is dropped.
-///
-/// All methods may be called concurrently, from any thread, in process context.
+/// All operations may be called concurrently, from any thread, in process context unless
+/// documented otherwise.
 #[vtable]
 pub trait Driver: Sized + Send + Sync + 'static {
     /// The driver id reported to user space (`ib_device_ops.driver_id`).
@@ -194,21 +150,24 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// The uverbs ABI version reported to user space (`ib_device_ops.uverbs_abi_ver`).
     const UVERBS_ABI_VER: u32;
 
-    /// Per-ucontext data.
-    type Ucontext: Send + Sync;
-    /// Per-PD data.
-    type Pd: Send + Sync;
-    /// Per-CQ data.
-    type Cq: Send + Sync;
-    /// Per-QP data.
-    type Qp: Send + Sync;
-    /// Per-SRQ data.
-    type Srq: Send + Sync;
-    /// Per-MR data.
-    type Mr: Send + Sync;
+    /// Per-ucontext data and operations.
+    type Ucontext: ucontext::Operations<Driver = Self>;
+    /// Per-PD data and operations.
+    type Pd: pd::Operations<Driver = Self>;
+    /// Per-CQ data and operations.
+    type Cq: cq::Operations<Driver = Self>;
+    /// Per-QP data and operations.
+    type Qp: qp::Operations<Driver = Self>;
+    /// Per-SRQ data and operations.
+    type Srq: srq::Operations<Driver = Self>;
+    /// Per-MR data and operations.
+    type Mr: mr::Operations<Driver = Self>;
+    /// The iWARP connection manager operations (a device of another transport implements none
+    /// of them).
+    type IwCm: iwcm::Operations<Driver = Self>;
 
     /// Returns the device attributes. `udata` is `None` for kernel callers.
-    fn query_device(dev: &Device<Self>, udata: Option<&Udata>) -> Result<DeviceAttr>;
+    fn query_device(dev: &Device<Self>, udata: Option<&super::udata::Udata>) -> Result<DeviceAttr>;
 
     /// Returns the attributes of port `port`.
     fn query_port(dev: &Device<Self>, port: u32) -> Result<PortAttr>;
@@ -220,223 +179,6 @@ pub trait Driver: Sized + Send + Sync + 'static {
     fn query_gid(_dev: &Device<Self>, _port: u32, _index: i32) -> Result<Gid> {
         build_error!(crate::error::VTABLE_DEFAULT_ERROR)
     }
-
-    /// Creates the driver data of a new user context.
-    fn alloc_ucontext(_dev: &Device<Self>, _udata: &Udata) -> impl PinInit<Self::Ucontext, Error> {
-        // Never called: `HAS_ALLOC_UCONTEXT` is false unless the driver overrides this method.
-        Err::<Self::Ucontext, Error>(EOPNOTSUPP)
-    }
-
-    /// Called before the data of a user context is dropped.
-    fn dealloc_ucontext(_uctx: &Ucontext<Self>) {}
-
-    /// Called when the device is unregistered while a process still holds the user context.
-    ///
-    /// Implementing this method (it may do nothing) lets ib_core remove the device without
-    /// waiting for the processes that use it (`ib_uverbs_remove_one()` in
-    /// [`drivers/infiniband/core/uverbs_main.c`](srctree/drivers/infiniband/core/uverbs_main.c)):
-    /// uverbs destroys every object of the context through the destroy methods, zaps the
-    /// process's mappings of the context's queues, then calls this method and
-    /// [`Driver::dealloc_ucontext`]; later verbs calls of the process fail with `EIO`. It also
-    /// means an open uverbs file no longer pins the driver's module. The destroy methods must
-    /// therefore be able to tear down an object that is in use (a connected QP, for instance).
-    /// Mapped queue memory is owned by its mmap entry (see [`super::mmap`]), so it stays valid
-    /// until the mappings are gone. Without this method, removing the device blocks until every
-    /// process has closed its uverbs file.
-    fn disassociate_ucontext(_uctx: &Ucontext<Self>) {}
-
-    /// Creates the driver data of a new protection domain. `udata` is `None` for kernel callers.
-    fn alloc_pd(dev: &Device<Self>, udata: Option<&Udata>) -> impl PinInit<Self::Pd, Error>;
-
-    /// Called before the data of a protection domain is dropped.
-    fn dealloc_pd(_pd: &Pd<Self>, _udata: Option<&Udata>) {}
-
-    /// Creates the driver data of a new completion queue.
-    fn create_cq(
-        dev: &Device<Self>,
-        attr: &CqInitAttr,
-        udata: Option<&Udata>,
-    ) -> impl PinInit<Self::Cq, Error>;
-
-    /// Called before the data of a completion queue is dropped.
-    fn destroy_cq(_cq: &Cq<Self>, _udata: Option<&Udata>) {}
-
-    /// Polls up to `wc.len()` completions into `wc` and returns how many were written.
-    fn poll_cq(cq: &Cq<Self>, wc: &mut [Wc]) -> Result<usize>;
-
-    /// Arms the completion queue. `flags` are the `IB_CQ_*` notify flags. Returns `true` if
-    /// `IB_CQ_REPORT_MISSED_EVENTS` was requested and completions may have been missed.
-    fn req_notify_cq(cq: &Cq<Self>, flags: u32) -> Result<bool>;
-
-    /// Creates the driver data of a new queue pair. The driver may update the capabilities in
-    /// `attr` to the values it actually provides.
-    fn create_qp(
-        dev: &Device<Self>,
-        attr: &mut QpInitAttr,
-        udata: Option<&Udata>,
-    ) -> impl PinInit<Self::Qp, Error>;
-
-    /// Modifies the attributes selected by `mask` (`IB_QP_*`) of a queue pair.
-    fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: i32, udata: Option<&Udata>) -> Result;
-
-    /// Called when a queue pair has been created, with its number set: the place to publish it
-    /// (e.g. in a QP number table, taking an [`ARef`]). If it fails, the creation fails and the
-    /// data is dropped without a call to [`Driver::destroy_qp`].
-    fn qp_created(_qp: &Qp<Self>) -> Result {
-        Ok(())
-    }
-
-    /// Called when ib_core destroys a queue pair. Afterwards the abstraction waits until every
-    /// [`ARef`] to the QP is dropped, then drops the data: the hook must make all holders
-    /// (tables, connections, queued work) let go, or the destruction never finishes.
-    fn destroy_qp(_qp: &Qp<Self>, _udata: Option<&Udata>) {}
-
-    /// Posts a chain of send work requests. On failure returns the error and the first request
-    /// that was not posted.
-    fn post_send<'a>(qp: &Qp<Self>, wr: &'a SendWr) -> Result<(), PostError<'a, SendWr>>;
-
-    /// Handles a `post_send` without work requests: the send queue doorbell of providers whose
-    /// user space posts through a mapped ring (`IB_USER_VERBS_CMD_POST_SEND` with no WRs).
-    fn doorbell(_qp: &Qp<Self>) -> Result {
-        Ok(())
-    }
-
-    /// Posts a chain of receive work requests. On failure returns the error and the first
-    /// request that was not posted.
-    fn post_recv<'a>(qp: &Qp<Self>, wr: &'a RecvWr) -> Result<(), PostError<'a, RecvWr>>;
-
-    /// Returns the attributes of a queue pair; `mask` (`IB_QP_*`) names the ones asked for.
-    fn query_qp(_qp: &Qp<Self>, _mask: i32) -> Result<QpQuery> {
-        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Returns the number of entries of a completion queue just created by
-    /// [`Driver::create_cq`]; the abstraction reports it to the consumer (`ib_cq.cqe`).
-    fn cq_size(cq: &Self::Cq) -> u32;
-
-    /// Returns the QP number of a queue pair just created by [`Driver::create_qp`]; the
-    /// abstraction stores it in `ib_qp.qp_num`.
-    fn qp_num(qp: &Self::Qp) -> u32;
-
-    /// Creates the driver data of a new shared receive queue.
-    fn create_srq(
-        _dev: &Device<Self>,
-        _attr: &mut SrqInitAttr,
-        _udata: Option<&Udata>,
-    ) -> impl PinInit<Self::Srq, Error> {
-        // Never called: `HAS_CREATE_SRQ` is false unless the driver overrides this method.
-        Err::<Self::Srq, Error>(EOPNOTSUPP)
-    }
-
-    /// Called before the data of a shared receive queue is dropped.
-    fn destroy_srq(_srq: &Srq<Self>, _udata: Option<&Udata>) {}
-
-    /// Modifies the attributes selected by `mask` (`IB_SRQ_*`) of a shared receive queue.
-    fn modify_srq(
-        _srq: &Srq<Self>,
-        _attr: &SrqAttrs,
-        _mask: u32,
-        _udata: Option<&Udata>,
-    ) -> Result {
-        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Returns the attributes of a shared receive queue.
-    fn query_srq(_srq: &Srq<Self>) -> Result<SrqAttrs> {
-        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Posts a chain of receive work requests to a shared receive queue. On failure returns
-    /// the error and the first request that was not posted.
-    fn post_srq_recv<'a>(_srq: &Srq<Self>, _wr: &'a RecvWr) -> Result<(), PostError<'a, RecvWr>> {
-        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Creates the driver data of the DMA memory region of a kernel PD, covering all of memory
-    /// (`pd->local_dma_lkey`, and `pd->unsafe_global_rkey` if ib_core asked for remote access).
-    ///
-    /// `kva` is the capability to copy to and from the kernel virtual addresses the consumer
-    /// uses with this region; ib_core only creates DMA MRs for kernel PDs (the op fails with
-    /// `EINVAL` for any other PD without calling the driver).
-    fn get_dma_mr(
-        pd: &Pd<Self>,
-        access: i32,
-        kva: super::mr::KernelVa,
-    ) -> impl PinInit<Self::Mr, Error>;
-
-    /// Creates the driver data of a memory region registering user memory
-    /// `[start, start + length)` at I/O virtual address `virt_addr`.
-    fn reg_user_mr(
-        pd: &Pd<Self>,
-        start: u64,
-        length: u64,
-        virt_addr: u64,
-        access: i32,
-        udata: &Udata,
-    ) -> impl PinInit<Self::Mr, Error>;
-
-    /// Called before the data of a memory region is dropped.
-    fn dereg_mr(_mr: &Mr<Self>, _udata: Option<&Udata>) {}
-
-    /// Returns the local and remote keys (`lkey`, `rkey`) of a memory region just created by
-    /// [`Driver::get_dma_mr`], [`Driver::reg_user_mr`] or [`Driver::alloc_mr`]; the abstraction
-    /// stores them in the `struct ib_mr`.
-    fn mr_keys(mr: &Self::Mr) -> (u32, u32);
-
-    /// Creates the driver data of a memory region for fast registration (`alloc_mr`) of type
-    /// `mr_type` ([`super::mr::mr_type`]) with room for `max_num_sg` pages. The driver that
-    /// implements it implements [`Driver::map_mr_step`] too (`map_mr_sg`).
-    fn alloc_mr(_pd: &Pd<Self>, _mr_type: u32, _max_num_sg: u32) -> impl PinInit<Self::Mr, Error> {
-        // Never called: `HAS_ALLOC_MR` is false unless the driver overrides this method.
-        Err::<Self::Mr, Error>(EOPNOTSUPP)
-    }
-
-    /// Applies one step of `map_mr_sg` to the [`super::mr::PageList`] of a memory region created
-    /// by [`Driver::alloc_mr`] (see [`super::mr`]), with [`super::mr::PageList::apply`].
-    /// Errors stop the mapping. Process context; must not sleep between the steps of one
-    /// mapping.
-    fn map_mr_step(_mr: &Mr<Self>, _step: super::mr::MapStep) -> Result {
-        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    // iWARP connection manager operations (see [`super::iwcm`] for their contexts). They are
-    // installed together when the driver implements `iw_connect`; a driver that does must
-    // implement all eight.
-
-    /// Starts listening on `id`'s mapped local address (`iw_create_listen`). May sleep.
-    fn iw_create_listen(_dev: &Device<Self>, _id: &CmId, _backlog: u32) -> Result {
-        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Stops listening on `id` (`iw_destroy_listen`). May sleep.
-    fn iw_destroy_listen(_dev: &Device<Self>, _id: &CmId) -> Result {
-        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Connects to `id`'s mapped remote address with the QP `param.qpn()` (`iw_connect`);
-    /// reports the outcome with a `ConnectReply` event. May sleep.
-    fn iw_connect(_dev: &Device<Self>, _id: &CmId, _param: &ConnParam<'_>) -> Result {
-        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Accepts the connection request behind `id` (`iw_accept`); reports `Established`.
-    /// May sleep.
-    fn iw_accept(_dev: &Device<Self>, _id: &CmId, _param: &ConnParam<'_>) -> Result {
-        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Rejects the connection request behind `id` with `private_data` (`iw_reject`). May sleep.
-    fn iw_reject(_dev: &Device<Self>, _id: &CmId, _private_data: &[u8]) -> Result {
-        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Returns the QP numbered `qpn` (`iw_get_qp`). Atomic context.
-    ///
-    /// The iw_cm's own references (`iw_add_ref`/`iw_rem_ref`) are [`ARef`]s taken by the
-    /// abstraction.
-    fn iw_get_qp(_dev: &Device<Self>, _qpn: u32) -> Option<ARef<Qp<Self>>> {
-        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
-    }
 }
 
 /// The size in bytes of a type as allocated by `kmalloc()`.
@@ -444,7 +186,7 @@ pub trait Driver: Sized + Send + Sync + 'static {
 /// ib_core allocates devices and objects with `kzalloc(size)`. Padding the size to the alignment
 /// makes the allocation come from a cache whose objects are aligned to at least the alignment of
 /// `T` for the (power of two) alignments our types have, as for `fwctl`.
-const fn kmalloc_size<T>() -> usize {
+pub(crate) const fn kmalloc_size<T>() -> usize {
     core::alloc::Layout::new::<T>().pad_to_align().size()
 }
 
@@ -482,6 +224,18 @@ impl<T: Driver> Device<T> {
     pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
         // SAFETY: `ibdev` is at offset 0 (type invariant); the caller guarantees the rest.
         unsafe { &*ptr.cast::<Self>() }
+    }
+
+    /// Drops the driver data of a device.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must point to the `ibdev` field of a [`Device<T>`] whose data is initialised and is
+    /// never used again.
+    pub(crate) unsafe fn drop_data(ptr: *mut bindings::ib_device) {
+        let dev = ptr.cast::<Self>();
+        // SAFETY: `ibdev` is at offset 0 (type invariant); the caller guarantees the rest.
+        unsafe { core::ptr::drop_in_place(&raw mut (*dev).data) };
     }
 
     /// Returns a held reference to the net device attached to `port`, if any.
@@ -657,7 +411,7 @@ impl<T: Driver> UnregisteredDevice<T> {
     /// Sets the node type.
     pub fn set_node_type(&mut self, node_type: NodeType) {
         // SAFETY: By the type invariant we have exclusive access to a valid device.
-        unsafe { (*self.raw()).node_type = node_type.0 };
+        unsafe { (*self.raw()).node_type = node_type as u8 };
     }
 
     /// Sets the node GUID; `guid` is in network byte order (as shown to user space).
@@ -689,13 +443,13 @@ impl<T: Driver> UnregisteredDevice<T> {
     /// Enables a legacy uverbs write() command that ib_core does not enable by default.
     pub fn enable_uverbs_cmd(&mut self, cmd: UverbsCmd) {
         // SAFETY: By the type invariant we have exclusive access to a valid device.
-        unsafe { (*self.raw()).uverbs_cmd_mask |= 1u64 << cmd.0 };
+        unsafe { (*self.raw()).uverbs_cmd_mask |= 1u64 << (cmd as u32) };
     }
 
     /// Sets the iWARP connection manager flags.
-    pub fn set_iw_driver_flags(&mut self, flags: IwFlags) {
+    pub fn set_iw_driver_flags(&mut self, flags: iwcm::IwFlags) {
         // SAFETY: By the type invariant we have exclusive access to a valid device.
-        unsafe { (*self.raw()).iw_driver_flags = flags.0 };
+        unsafe { (*self.raw()).iw_driver_flags = u32::from(flags) };
     }
 
     /// Sets the interface name the iWARP connection manager reports (`iw_ifname`).
@@ -844,663 +598,3 @@ unsafe impl<T: Driver> Send for DeviceRef<T> {}
 
 // SAFETY: `DeviceRef` only gives out `&Device<T>`, which is `Sync`.
 unsafe impl<T: Driver> Sync for DeviceRef<T> {}
-
-/// Converts a possibly-NULL `struct ib_udata` pointer into an optional [`Udata`].
-///
-/// # Safety
-///
-/// `udata` must be NULL or valid for `'a`.
-unsafe fn udata_opt<'a>(udata: *mut bindings::ib_udata) -> Option<&'a Udata> {
-    if udata.is_null() {
-        None
-    } else {
-        // SAFETY: Valid per the safety requirements.
-        Some(unsafe { Udata::from_raw(udata) })
-    }
-}
-
-/// The `struct ib_device_ops` table for a [`Driver`].
-pub(crate) struct VTable<T: Driver>(PhantomData<T>);
-
-impl<T: Driver> VTable<T> {
-    const VTABLE: bindings::ib_device_ops = bindings::ib_device_ops {
-        owner: this_module::<T::OwnerModule>().as_ptr(),
-        driver_id: T::DRIVER_ID.as_raw(),
-        uverbs_abi_ver: T::UVERBS_ABI_VER,
-        dealloc_driver: Some(Self::dealloc_driver_callback),
-        query_device: Some(Self::query_device_callback),
-        query_port: Some(Self::query_port_callback),
-        get_port_immutable: Some(Self::get_port_immutable_callback),
-        query_gid: if T::HAS_QUERY_GID {
-            Some(Self::query_gid_callback)
-        } else {
-            None
-        },
-        alloc_ucontext: if T::HAS_ALLOC_UCONTEXT {
-            Some(Self::alloc_ucontext_callback)
-        } else {
-            None
-        },
-        dealloc_ucontext: if T::HAS_ALLOC_UCONTEXT {
-            Some(Self::dealloc_ucontext_callback)
-        } else {
-            None
-        },
-        disassociate_ucontext: if T::HAS_ALLOC_UCONTEXT && T::HAS_DISASSOCIATE_UCONTEXT {
-            Some(Self::disassociate_ucontext_callback)
-        } else {
-            None
-        },
-        // User queues are mapped through `RingBuf` mmap entries.
-        mmap: if T::HAS_ALLOC_UCONTEXT {
-            Some(mmap_callback)
-        } else {
-            None
-        },
-        mmap_free: if T::HAS_ALLOC_UCONTEXT {
-            Some(mmap_free_callback)
-        } else {
-            None
-        },
-        alloc_pd: Some(Self::alloc_pd_callback),
-        dealloc_pd: Some(Self::dealloc_pd_callback),
-        create_cq: Some(Self::create_cq_callback),
-        destroy_cq: Some(Self::destroy_cq_callback),
-        poll_cq: Some(Self::poll_cq_callback),
-        req_notify_cq: Some(Self::req_notify_cq_callback),
-        create_qp: Some(Self::create_qp_callback),
-        modify_qp: Some(Self::modify_qp_callback),
-        destroy_qp: Some(Self::destroy_qp_callback),
-        post_send: Some(Self::post_send_callback),
-        post_recv: Some(Self::post_recv_callback),
-        query_qp: if T::HAS_QUERY_QP {
-            Some(Self::query_qp_callback)
-        } else {
-            None
-        },
-        modify_srq: if T::HAS_MODIFY_SRQ {
-            Some(Self::modify_srq_callback)
-        } else {
-            None
-        },
-        query_srq: if T::HAS_QUERY_SRQ {
-            Some(Self::query_srq_callback)
-        } else {
-            None
-        },
-        post_srq_recv: if T::HAS_POST_SRQ_RECV {
-            Some(Self::post_srq_recv_callback)
-        } else {
-            None
-        },
-        create_srq: if T::HAS_CREATE_SRQ {
-            Some(Self::create_srq_callback)
-        } else {
-            None
-        },
-        destroy_srq: if T::HAS_CREATE_SRQ {
-            Some(Self::destroy_srq_callback)
-        } else {
-            None
-        },
-        get_dma_mr: Some(Self::get_dma_mr_callback),
-        reg_user_mr: Some(Self::reg_user_mr_callback),
-        dereg_mr: Some(Self::dereg_mr_callback),
-        alloc_mr: if T::HAS_ALLOC_MR {
-            Some(super::mr::alloc_mr_callback::<T>)
-        } else {
-            None
-        },
-        map_mr_sg: if T::HAS_ALLOC_MR {
-            Some(super::mr::map_mr_sg_callback::<T>)
-        } else {
-            None
-        },
-        iw_create_listen: if T::HAS_IW_CONNECT {
-            Some(IwOps::<T>::create_listen)
-        } else {
-            None
-        },
-        iw_destroy_listen: if T::HAS_IW_CONNECT {
-            Some(IwOps::<T>::destroy_listen)
-        } else {
-            None
-        },
-        iw_connect: if T::HAS_IW_CONNECT {
-            Some(IwOps::<T>::connect)
-        } else {
-            None
-        },
-        iw_accept: if T::HAS_IW_CONNECT {
-            Some(IwOps::<T>::accept)
-        } else {
-            None
-        },
-        iw_reject: if T::HAS_IW_CONNECT {
-            Some(IwOps::<T>::reject)
-        } else {
-            None
-        },
-        iw_get_qp: if T::HAS_IW_CONNECT {
-            Some(IwOps::<T>::get_qp)
-        } else {
-            None
-        },
-        iw_add_ref: if T::HAS_IW_CONNECT {
-            Some(IwOps::<T>::add_ref)
-        } else {
-            None
-        },
-        iw_rem_ref: if T::HAS_IW_CONNECT {
-            Some(IwOps::<T>::rem_ref)
-        } else {
-            None
-        },
-        size_ib_ucontext: kmalloc_size::<Ucontext<T>>(),
-        size_ib_pd: kmalloc_size::<Pd<T>>(),
-        size_ib_cq: kmalloc_size::<Cq<T>>(),
-        size_ib_qp: kmalloc_size::<Qp<T>>(),
-        size_ib_srq: kmalloc_size::<Srq<T>>(),
-        ..pin_init::zeroed()
-    };
-
-    /// Drops the driver data of a device.
-    ///
-    /// # Safety
-    ///
-    /// Called by ib_core exactly once per device, from `ib_dealloc_device()`, after which no op
-    /// of the device is called any more. `ibdev` is a [`Device<T>`] with initialised data (the op
-    /// is only set once the data is initialised).
-    unsafe extern "C" fn dealloc_driver_callback(ibdev: *mut bindings::ib_device) {
-        let dev = ibdev.cast::<Device<T>>();
-        // SAFETY: Per the safety requirements the data is initialised and never used again.
-        unsafe { core::ptr::drop_in_place(&raw mut (*dev).data) };
-    }
-
-    /// # Safety
-    ///
-    /// `ibdev` is a live [`Device<T>`]; `attr` is valid for writes; `udata` is NULL or valid.
-    unsafe extern "C" fn query_device_callback(
-        ibdev: *mut bindings::ib_device,
-        attr: *mut bindings::ib_device_attr,
-        udata: *mut bindings::ib_udata,
-    ) -> c_int {
-        from_result(|| {
-            // SAFETY: Per the safety requirements.
-            let (dev, udata) = unsafe { (Device::<T>::from_raw(ibdev), udata_opt(udata)) };
-            let a = T::query_device(dev, udata)?;
-            // SAFETY: `attr` is valid for writes.
-            unsafe { a.write_to(attr) };
-            Ok(0)
-        })
-    }
-
-    /// # Safety
-    ///
-    /// `ibdev` is a live [`Device<T>`]; `attr` is valid for writes.
-    unsafe extern "C" fn query_port_callback(
-        ibdev: *mut bindings::ib_device,
-        port: u32,
-        attr: *mut bindings::ib_port_attr,
-    ) -> c_int {
-        from_result(|| {
-            // SAFETY: Per the safety requirements.
-            let dev = unsafe { Device::<T>::from_raw(ibdev) };
-            let a = T::query_port(dev, port)?;
-            // SAFETY: `attr` is valid for writes.
-            unsafe { a.write_to(attr) };
-            Ok(0)
-        })
-    }
-
-    /// # Safety
-    ///
-    /// `ibdev` is a live [`Device<T>`]; `imm` is valid for writes.
-    unsafe extern "C" fn get_port_immutable_callback(
-        ibdev: *mut bindings::ib_device,
-        port: u32,
-        imm: *mut bindings::ib_port_immutable,
-    ) -> c_int {
-        from_result(|| {
-            // SAFETY: Per the safety requirements.
-            let dev = unsafe { Device::<T>::from_raw(ibdev) };
-            let a = T::get_port_immutable(dev, port)?;
-            // SAFETY: `imm` is valid for writes.
-            unsafe { a.write_to(imm) };
-            Ok(0)
-        })
-    }
-
-    /// # Safety
-    ///
-    /// `ibdev` is a live [`Device<T>`]; `gid` is valid for writes.
-    unsafe extern "C" fn query_gid_callback(
-        ibdev: *mut bindings::ib_device,
-        port: u32,
-        index: c_int,
-        gid: *mut bindings::ib_gid,
-    ) -> c_int {
-        from_result(|| {
-            // SAFETY: Per the safety requirements.
-            let dev = unsafe { Device::<T>::from_raw(ibdev) };
-            let g = T::query_gid(dev, port, index)?;
-            // SAFETY: `gid` is valid for writes; `raw` is a 16-byte array in the union.
-            unsafe { (*gid).raw = g.0 };
-            Ok(0)
-        })
-    }
-
-    /// # Safety
-    ///
-    /// `uctx` was allocated by ib_core with `size_ib_ucontext` bytes, its `device` field is a
-    /// live [`Device<T>`] and its driver part is uninitialised; `udata` is valid.
-    unsafe extern "C" fn alloc_ucontext_callback(
-        uctx: *mut bindings::ib_ucontext,
-        udata: *mut bindings::ib_udata,
-    ) -> c_int {
-        from_result(|| {
-            // SAFETY: Per the safety requirements.
-            let (dev, udata) = unsafe {
-                (
-                    Device::<T>::from_raw((*uctx).device),
-                    Udata::from_raw(udata),
-                )
-            };
-            let init = T::alloc_ucontext(dev, udata);
-            // SAFETY: Per the safety requirements.
-            unsafe { Ucontext::<T>::init_data(uctx, init) }?;
-            Ok(0)
-        })
-    }
-
-    /// # Safety
-    ///
-    /// `uctx` was successfully initialised by `alloc_ucontext_callback` and is not used by
-    /// ib_core after this returns (it frees it).
-    unsafe extern "C" fn dealloc_ucontext_callback(uctx: *mut bindings::ib_ucontext) {
-        // SAFETY: Per the safety requirements.
-        let obj = unsafe { Ucontext::<T>::from_raw(uctx) };
-        T::dealloc_ucontext(obj);
-        // SAFETY: Per the safety requirements the data is initialised and never used again.
-        unsafe { Ucontext::<T>::drop_data(uctx) };
-    }
-
-    /// # Safety
-    ///
-    /// `uctx` was successfully initialised by `alloc_ucontext_callback` and its data has not
-    /// been dropped yet (ib_core calls this before `dealloc_ucontext`).
-    unsafe extern "C" fn disassociate_ucontext_callback(uctx: *mut bindings::ib_ucontext) {
-        // SAFETY: Per the safety requirements.
-        let obj = unsafe { Ucontext::<T>::from_raw(uctx) };
-        T::disassociate_ucontext(obj);
-    }
-
-    /// # Safety
-    ///
-    /// `pd` was allocated by ib_core with `size_ib_pd` bytes, its `device` field is a live
-    /// [`Device<T>`] and its driver part is uninitialised; `udata` is NULL or valid.
-    unsafe extern "C" fn alloc_pd_callback(
-        pd: *mut bindings::ib_pd,
-        udata: *mut bindings::ib_udata,
-    ) -> c_int {
-        from_result(|| {
-            // SAFETY: Per the safety requirements.
-            let (dev, udata) = unsafe { (Device::<T>::from_raw((*pd).device), udata_opt(udata)) };
-            let init = T::alloc_pd(dev, udata);
-            // SAFETY: Per the safety requirements.
-            unsafe { Pd::<T>::init_data(pd, init) }?;
-            Ok(0)
-        })
-    }
-
-    /// # Safety
-    ///
-    /// `pd` was successfully initialised by `alloc_pd_callback` and is not used by ib_core after
-    /// this returns 0 (it frees it); `udata` is NULL or valid.
-    unsafe extern "C" fn dealloc_pd_callback(
-        pd: *mut bindings::ib_pd,
-        udata: *mut bindings::ib_udata,
-    ) -> c_int {
-        // SAFETY: Per the safety requirements.
-        let (obj, udata) = unsafe { (Pd::<T>::from_raw(pd), udata_opt(udata)) };
-        T::dealloc_pd(obj, udata);
-        // SAFETY: Per the safety requirements the data is initialised and never used again.
-        unsafe { Pd::<T>::drop_data(pd) };
-        0
-    }
-
-    /// # Safety
-    ///
-    /// `cq` was allocated by ib_core with `size_ib_cq` bytes, its `device` field is a live
-    /// [`Device<T>`] and its driver part is uninitialised; `attr` is valid; `attrs` is NULL or a
-    /// valid attribute bundle.
-    unsafe extern "C" fn create_cq_callback(
-        cq: *mut bindings::ib_cq,
-        attr: *const bindings::ib_cq_init_attr,
-        attrs: *mut bindings::uverbs_attr_bundle,
-    ) -> c_int {
-        from_result(|| {
-            // SAFETY: Per the safety requirements `attrs`, if not NULL, is a valid bundle whose
-            // `driver_udata` is valid.
-            let udata = unsafe {
-                if attrs.is_null() {
-                    None
-                } else {
-                    udata_opt(&raw mut (*attrs).__bindgen_anon_1.hdr.driver_udata)
-                }
-            };
-            // SAFETY: Per the safety requirements.
-            let (dev, attr) = unsafe {
-                (
-                    Device::<T>::from_raw((*cq).device),
-                    CqInitAttr::from_raw(attr),
-                )
-            };
-            let init = T::create_cq(dev, attr, udata);
-            // SAFETY: Per the safety requirements.
-            unsafe { Cq::<T>::init_data(cq, init) }?;
-            // SAFETY: The CQ is initialised; ib_core does not use it concurrently before this
-            // callback returns.
-            unsafe {
-                let n = T::cq_size(Cq::<T>::from_raw(cq));
-                (*cq).cqe = c_int::try_from(n).unwrap_or(c_int::MAX);
-            }
-            Ok(0)
-        })
-    }
-
-    /// # Safety
-    ///
-    /// `cq` was successfully initialised by `create_cq_callback` and is not used by ib_core
-    /// after this returns 0; `udata` is NULL or valid.
-    unsafe extern "C" fn destroy_cq_callback(
-        cq: *mut bindings::ib_cq,
-        udata: *mut bindings::ib_udata,
-    ) -> c_int {
-        // SAFETY: Per the safety requirements.
-        let (obj, udata) = unsafe { (Cq::<T>::from_raw(cq), udata_opt(udata)) };
-        T::destroy_cq(obj, udata);
-        // SAFETY: Per the safety requirements the data is initialised and never used again.
-        unsafe { Cq::<T>::drop_data(cq) };
-        0
-    }
-
-    /// # Safety
-    ///
-    /// `cq` is a live CQ created by `create_cq_callback`; `wc` is valid for writes of
-    /// `num_entries` entries.
-    unsafe extern "C" fn poll_cq_callback(
-        cq: *mut bindings::ib_cq,
-        num_entries: c_int,
-        wc: *mut bindings::ib_wc,
-    ) -> c_int {
-        from_result(|| {
-            let n = usize::try_from(num_entries).map_err(|_| EINVAL)?;
-            // SAFETY: Per the safety requirements.
-            let obj = unsafe { Cq::<T>::from_raw(cq) };
-            let wc = if n == 0 || wc.is_null() {
-                &mut []
-            } else {
-                // SAFETY: `wc` is valid for `n` entries and not aliased during the call; `Wc` is
-                // a transparent wrapper of `ib_wc` that may be uninitialised.
-                unsafe { core::slice::from_raw_parts_mut(wc.cast::<Wc>(), n) }
-            };
-            let done = T::poll_cq(obj, wc)?.min(n);
-            Ok(c_int::try_from(done).unwrap_or(num_entries))
-        })
-    }
-
-    /// # Safety
-    ///
-    /// `cq` is a live CQ created by `create_cq_callback`.
-    unsafe extern "C" fn req_notify_cq_callback(
-        cq: *mut bindings::ib_cq,
-        flags: bindings::ib_cq_notify_flags,
-    ) -> c_int {
-        from_result(|| {
-            // SAFETY: Per the safety requirements.
-            let obj = unsafe { Cq::<T>::from_raw(cq) };
-            Ok(c_int::from(T::req_notify_cq(obj, flags)?))
-        })
-    }
-
-    /// # Safety
-    ///
-    /// `qp` was allocated by ib_core with `size_ib_qp` bytes, its `device` field is a live
-    /// [`Device<T>`] and its driver part is uninitialised; `attr` is valid for reads and writes;
-    /// `udata` is NULL or valid.
-    unsafe extern "C" fn create_qp_callback(
-        qp: *mut bindings::ib_qp,
-        attr: *mut bindings::ib_qp_init_attr,
-        udata: *mut bindings::ib_udata,
-    ) -> c_int {
-        from_result(|| {
-            // SAFETY: Per the safety requirements.
-            let (dev, attr, udata) = unsafe {
-                (
-                    Device::<T>::from_raw((*qp).device),
-                    QpInitAttr::from_raw(attr),
-                    udata_opt(udata),
-                )
-            };
-            let init = Counted::new(T::create_qp(dev, attr, udata));
-            // SAFETY: Per the safety requirements.
-            unsafe { Qp::<T>::init_data(qp, init) }?;
-            // SAFETY: The QP is initialised; ib_core does not use it concurrently before this
-            // callback returns.
-            let obj = unsafe { Qp::<T>::from_raw(qp) };
-            // SAFETY: As above.
-            unsafe { (*qp).qp_num = T::qp_num(obj) };
-            if let Err(e) = T::qp_created(obj) {
-                obj.release_and_wait();
-                // SAFETY: The data is initialised; on failure ib_core frees the QP without
-                // calling the destroy op, so it is never used again.
-                unsafe { Qp::<T>::drop_data(qp) };
-                return Err(e);
-            }
-            Ok(0)
-        })
-    }
-
-    /// # Safety
-    ///
-    /// `qp` is a live QP created by `create_qp_callback`; `attr` is valid; `udata` is NULL or
-    /// valid.
-    unsafe extern "C" fn modify_qp_callback(
-        qp: *mut bindings::ib_qp,
-        attr: *mut bindings::ib_qp_attr,
-        mask: c_int,
-        udata: *mut bindings::ib_udata,
-    ) -> c_int {
-        from_result(|| {
-            // SAFETY: Per the safety requirements.
-            let (obj, attr, udata) = unsafe {
-                (
-                    Qp::<T>::from_raw(qp),
-                    QpAttr::from_raw(attr),
-                    udata_opt(udata),
-                )
-            };
-            T::modify_qp(obj, attr, mask, udata)?;
-            Ok(0)
-        })
-    }
-
-    /// # Safety
-    ///
-    /// `qp` was successfully initialised by `create_qp_callback` and is not used by ib_core
-    /// after this returns 0; `udata` is NULL or valid.
-    unsafe extern "C" fn destroy_qp_callback(
-        qp: *mut bindings::ib_qp,
-        udata: *mut bindings::ib_udata,
-    ) -> c_int {
-        // SAFETY: Per the safety requirements.
-        let (obj, udata) = unsafe { (Qp::<T>::from_raw(qp), udata_opt(udata)) };
-        T::destroy_qp(obj, udata);
-        obj.release_and_wait();
-        // SAFETY: Per the safety requirements the data is initialised and no references to it
-        // remain, so it is never used again.
-        unsafe { Qp::<T>::drop_data(qp) };
-        0
-    }
-
-    /// # Safety
-    ///
-    /// `qp` is a live QP created by `create_qp_callback`; `wr` is NULL or a valid chain of work
-    /// requests that stays valid during the call; `bad_wr` is NULL or valid for writes.
-    unsafe extern "C" fn post_send_callback(
-        qp: *mut bindings::ib_qp,
-        wr: *const bindings::ib_send_wr,
-        bad_wr: *mut *const bindings::ib_send_wr,
-    ) -> c_int {
-        // SAFETY: Per the safety requirements.
-        let obj = unsafe { Qp::<T>::from_raw(qp) };
-        if wr.is_null() {
-            // uverbs passes no WRs for a user doorbell.
-            return from_result(|| T::doorbell(obj).map(|()| 0));
-        }
-        // SAFETY: Per the safety requirements `wr` is a valid chain (not NULL, checked above).
-        let wr = unsafe { SendWr::from_raw(wr) };
-        match T::post_send(obj, wr) {
-            Ok(()) => 0,
-            Err((e, bad)) => {
-                if !bad_wr.is_null() {
-                    // SAFETY: `bad_wr` is valid for writes; `bad` is one of the caller's WRs.
-                    unsafe { *bad_wr = bad.as_raw().cast_const() };
-                }
-                e.to_errno()
-            }
-        }
-    }
-
-    /// # Safety
-    ///
-    /// `qp` is a live QP created by `create_qp_callback`; `wr` is a valid chain of work requests
-    /// that stays valid during the call; `bad_wr` is NULL or valid for writes.
-    unsafe extern "C" fn post_recv_callback(
-        qp: *mut bindings::ib_qp,
-        wr: *const bindings::ib_recv_wr,
-        bad_wr: *mut *const bindings::ib_recv_wr,
-    ) -> c_int {
-        if wr.is_null() {
-            return 0;
-        }
-        // SAFETY: Per the safety requirements; `wr` is not NULL.
-        let (obj, wr) = unsafe { (Qp::<T>::from_raw(qp), RecvWr::from_raw(wr)) };
-        match T::post_recv(obj, wr) {
-            Ok(()) => 0,
-            Err((e, bad)) => {
-                if !bad_wr.is_null() {
-                    // SAFETY: `bad_wr` is valid for writes; `bad` is one of the caller's WRs.
-                    unsafe { *bad_wr = bad.as_raw().cast_const() };
-                }
-                e.to_errno()
-            }
-        }
-    }
-
-    /// # Safety
-    ///
-    /// `srq` was allocated by ib_core with `size_ib_srq` bytes, its `device` field is a live
-    /// [`Device<T>`] and its driver part is uninitialised; `attr` is valid for reads and writes;
-    /// `udata` is NULL or valid.
-    unsafe extern "C" fn create_srq_callback(
-        srq: *mut bindings::ib_srq,
-        attr: *mut bindings::ib_srq_init_attr,
-        udata: *mut bindings::ib_udata,
-    ) -> c_int {
-        from_result(|| {
-            // SAFETY: Per the safety requirements.
-            let (dev, attr, udata) = unsafe {
-                (
-                    Device::<T>::from_raw((*srq).device),
-                    SrqInitAttr::from_raw(attr),
-                    udata_opt(udata),
-                )
-            };
-            let init = T::create_srq(dev, attr, udata);
-            // SAFETY: Per the safety requirements.
-            unsafe { Srq::<T>::init_data(srq, init) }?;
-            Ok(0)
-        })
-    }
-
-    /// # Safety
-    ///
-    /// `srq` was successfully initialised by `create_srq_callback` and is not used by ib_core
-    /// after this returns 0; `udata` is NULL or valid.
-    unsafe extern "C" fn destroy_srq_callback(
-        srq: *mut bindings::ib_srq,
-        udata: *mut bindings::ib_udata,
-    ) -> c_int {
-        // SAFETY: Per the safety requirements.
-        let (obj, udata) = unsafe { (Srq::<T>::from_raw(srq), udata_opt(udata)) };
-        T::destroy_srq(obj, udata);
-        // SAFETY: Per the safety requirements the data is initialised and never used again.
-        unsafe { Srq::<T>::drop_data(srq) };
-        0
-    }
-
-    /// # Safety
-    ///
-    /// `pd` is a live PD created by `alloc_pd_callback`.
-    unsafe extern "C" fn get_dma_mr_callback(
-        pd: *mut bindings::ib_pd,
-        access: c_int,
-    ) -> *mut bindings::ib_mr {
-        // SAFETY: `pd` is live and being passed to `get_dma_mr`.
-        let Some(kva) = (unsafe { super::mr::KernelVa::for_dma_mr(pd) }) else {
-            return EINVAL.to_ptr();
-        };
-        // SAFETY: Per the safety requirements.
-        let obj = unsafe { Pd::<T>::from_raw(pd) };
-        match Mr::<T>::new_raw(T::get_dma_mr(obj, access, kva)) {
-            Ok(mr) => mr,
-            Err(e) => e.to_ptr(),
-        }
-    }
-
-    /// # Safety
-    ///
-    /// `pd` is a live PD created by `alloc_pd_callback`; `dmah` is NULL or valid; `udata` is
-    /// valid.
-    unsafe extern "C" fn reg_user_mr_callback(
-        pd: *mut bindings::ib_pd,
-        start: u64,
-        length: u64,
-        virt_addr: u64,
-        access: c_int,
-        dmah: *mut bindings::ib_dmah,
-        udata: *mut bindings::ib_udata,
-    ) -> *mut bindings::ib_mr {
-        if !dmah.is_null() {
-            // DMA handles are not supported by the abstractions.
-            return EOPNOTSUPP.to_ptr();
-        }
-        // SAFETY: Per the safety requirements.
-        let (obj, udata) = unsafe { (Pd::<T>::from_raw(pd), Udata::from_raw(udata)) };
-        let init = T::reg_user_mr(obj, start, length, virt_addr, access, udata);
-        match Mr::<T>::new_raw(init) {
-            Ok(mr) => mr,
-            Err(e) => e.to_ptr(),
-        }
-    }
-
-    /// # Safety
-    ///
-    /// `mr` was returned by `get_dma_mr_callback`, `reg_user_mr_callback` or
-    /// `alloc_mr_callback` and is not used by ib_core after this returns 0; `udata` is NULL or
-    /// valid.
-    unsafe extern "C" fn dereg_mr_callback(
-        mr: *mut bindings::ib_mr,
-        udata: *mut bindings::ib_udata,
-    ) -> c_int {
-        // SAFETY: Per the safety requirements.
-        let (obj, udata) = unsafe { (Mr::<T>::from_raw(mr), udata_opt(udata)) };
-        T::dereg_mr(obj, udata);
-        // SAFETY: Per the safety requirements `mr` came from `Mr::new_raw` and is never used
-        // again.
-        unsafe { Mr::<T>::free_raw(mr) };
-        0
-    }
-}

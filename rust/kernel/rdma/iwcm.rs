@@ -3,9 +3,9 @@
 //! The iWARP connection manager (iw_cm) provider interface.
 //!
 //! An iWARP provider implements connection setup for ib_core's iw_cm through the `iw_*`
-//! operations of its device (see the `iw_*` methods of [`super::device::Driver`]). The iw_cm
-//! passes a connection identifier, [`CmId`], to those operations; the provider reports progress
-//! on it with [`CmId::event`].
+//! operations of its device, the methods of [`Operations`] (the type [`Driver::IwCm`] names).
+//! The iw_cm passes a connection identifier, [`CmId`], to those operations; the provider reports
+//! progress on it with [`CmId::event`].
 //!
 //! # Contract (from `drivers/infiniband/core/iwcm.c`)
 //!
@@ -32,15 +32,13 @@ use super::{
         Device,
         Driver, //
     },
-    object::Qp,
+    qp::Qp,
+    vtable::VTable,
 };
 use crate::{
     bindings,
     error::from_result,
-    ffi::{
-        c_int,
-        c_void, //
-    },
+    impl_flags,
     net::socket::SockAddrStorage,
     prelude::*,
     sync::aref::{
@@ -60,6 +58,66 @@ use core::{
 
 /// The largest private data an MPA frame and an iw_cm event can carry.
 pub const MAX_PRIVATE_DATA: usize = 255;
+
+/// The iWARP connection manager operations of a device.
+///
+/// They are installed together when the implementation provides [`Operations::connect`]; an
+/// implementation that does must provide all six. The contexts they are called in are
+/// described in the [module documentation](self).
+#[vtable]
+pub trait Operations {
+    /// The driver.
+    type Driver: Driver;
+
+    /// Starts listening on `id`'s mapped local address (`iw_create_listen`). May sleep.
+    fn create_listen(_dev: &Device<Self::Driver>, _id: &CmId, _backlog: u32) -> Result {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Stops listening on `id` (`iw_destroy_listen`). May sleep.
+    fn destroy_listen(_dev: &Device<Self::Driver>, _id: &CmId) -> Result {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Connects to `id`'s mapped remote address with the QP `param.qpn()` (`iw_connect`);
+    /// reports the outcome with a `ConnectReply` event. May sleep.
+    fn connect(_dev: &Device<Self::Driver>, _id: &CmId, _param: &ConnParam<'_>) -> Result {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Accepts the connection request behind `id` (`iw_accept`); reports `Established`.
+    /// May sleep.
+    fn accept(_dev: &Device<Self::Driver>, _id: &CmId, _param: &ConnParam<'_>) -> Result {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Rejects the connection request behind `id` with `private_data` (`iw_reject`). May sleep.
+    fn reject(_dev: &Device<Self::Driver>, _id: &CmId, _private_data: &[u8]) -> Result {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Returns the QP numbered `qpn` (`iw_get_qp`). Atomic context.
+    ///
+    /// The iw_cm's own references (`iw_add_ref`/`iw_rem_ref`) are [`ARef`]s taken by the
+    /// abstraction.
+    fn get_qp(_dev: &Device<Self::Driver>, _qpn: u32) -> Option<ARef<Qp<Self::Driver>>> {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+}
+
+impl_flags!(
+    /// iWARP connection manager flags of a device (`enum iw_flags`).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct IwFlags(u32);
+
+    /// An iWARP connection manager flag.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum IwFlag {
+        /// The device uses the host's TCP ports; `iwpmd` port mapping is not needed
+        /// (`IW_F_NO_PORT_MAP`).
+        NoPortMap = bindings::iw_flags_IW_F_NO_PORT_MAP,
+    }
+);
 
 /// An iw_cm connection identifier (`struct iw_cm_id`).
 ///
@@ -337,14 +395,11 @@ impl<'a> ConnParam<'a> {
     }
 }
 
-/// The `iw_*` callbacks of the device ops table (see [`super::device::Driver`]).
-pub(crate) struct IwOps<T: Driver>(PhantomData<T>);
-
-impl<T: Driver> IwOps<T> {
+impl<T: Driver> VTable<T> {
     /// # Safety
     ///
     /// `id` is a live id whose device is a registered `Device<T>`.
-    unsafe fn dev<'a>(id: &CmId) -> &'a Device<T> {
+    unsafe fn iw_dev<'a>(id: &CmId) -> &'a Device<T> {
         // SAFETY: Per the safety requirements.
         unsafe { Device::<T>::from_raw(bindings::iw_cm_id_device(id.as_raw())) }
     }
@@ -352,26 +407,28 @@ impl<T: Driver> IwOps<T> {
     /// # Safety
     ///
     /// Called by the iw_cm with a live id of a `Device<T>`.
-    pub(crate) unsafe extern "C" fn create_listen(
+    pub(super) unsafe extern "C" fn iw_create_listen_callback(
         id: *mut bindings::iw_cm_id,
         backlog: c_int,
     ) -> c_int {
         from_result(|| {
             // SAFETY: Per the safety requirements.
-            let (id, dev) = unsafe { (CmId::from_raw(id), Self::dev(CmId::from_raw(id))) };
-            T::iw_create_listen(dev, id, backlog.max(0) as u32)?;
+            let (id, dev) = unsafe { (CmId::from_raw(id), Self::iw_dev(CmId::from_raw(id))) };
+            <T::IwCm as Operations>::create_listen(dev, id, backlog.max(0) as u32)?;
             Ok(0)
         })
     }
 
     /// # Safety
     ///
-    /// As for `create_listen`.
-    pub(crate) unsafe extern "C" fn destroy_listen(id: *mut bindings::iw_cm_id) -> c_int {
+    /// As for `iw_create_listen_callback`.
+    pub(super) unsafe extern "C" fn iw_destroy_listen_callback(
+        id: *mut bindings::iw_cm_id,
+    ) -> c_int {
         from_result(|| {
             // SAFETY: Per the safety requirements.
-            let (id, dev) = unsafe { (CmId::from_raw(id), Self::dev(CmId::from_raw(id))) };
-            T::iw_destroy_listen(dev, id)?;
+            let (id, dev) = unsafe { (CmId::from_raw(id), Self::iw_dev(CmId::from_raw(id))) };
+            <T::IwCm as Operations>::destroy_listen(dev, id)?;
             Ok(0)
         })
     }
@@ -380,8 +437,8 @@ impl<T: Driver> IwOps<T> {
     ///
     /// # Safety
     ///
-    /// As for `create_listen`; `param` is valid for the call.
-    unsafe fn with_conn_param(
+    /// As for `iw_create_listen_callback`; `param` is valid for the call.
+    unsafe fn iw_with_conn_param(
         id: *mut bindings::iw_cm_id,
         param: *mut bindings::iw_cm_conn_param,
         op: fn(&Device<T>, &CmId, &ConnParam<'_>) -> Result,
@@ -391,7 +448,7 @@ impl<T: Driver> IwOps<T> {
             let (id, dev, param) = unsafe {
                 (
                     CmId::from_raw(id),
-                    Self::dev(CmId::from_raw(id)),
+                    Self::iw_dev(CmId::from_raw(id)),
                     ConnParam::from_raw(param).ok_or(EINVAL)?,
                 )
             };
@@ -402,44 +459,44 @@ impl<T: Driver> IwOps<T> {
 
     /// # Safety
     ///
-    /// As for `create_listen`; `param` is valid for the call.
-    pub(crate) unsafe extern "C" fn connect(
+    /// As for `iw_create_listen_callback`; `param` is valid for the call.
+    pub(super) unsafe extern "C" fn iw_connect_callback(
         id: *mut bindings::iw_cm_id,
         param: *mut bindings::iw_cm_conn_param,
     ) -> c_int {
         // SAFETY: Per the safety requirements.
-        unsafe { Self::with_conn_param(id, param, T::iw_connect) }
+        unsafe { Self::iw_with_conn_param(id, param, <T::IwCm as Operations>::connect) }
     }
 
     /// # Safety
     ///
-    /// As for `connect`.
-    pub(crate) unsafe extern "C" fn accept(
+    /// As for `iw_connect_callback`.
+    pub(super) unsafe extern "C" fn iw_accept_callback(
         id: *mut bindings::iw_cm_id,
         param: *mut bindings::iw_cm_conn_param,
     ) -> c_int {
         // SAFETY: Per the safety requirements.
-        unsafe { Self::with_conn_param(id, param, T::iw_accept) }
+        unsafe { Self::iw_with_conn_param(id, param, <T::IwCm as Operations>::accept) }
     }
 
     /// # Safety
     ///
-    /// As for `create_listen`; `pdata` is NULL or valid for `len` bytes during the call.
-    pub(crate) unsafe extern "C" fn reject(
+    /// As for `iw_create_listen_callback`; `pdata` is NULL or valid for `len` bytes during the call.
+    pub(super) unsafe extern "C" fn iw_reject_callback(
         id: *mut bindings::iw_cm_id,
         pdata: *const c_void,
         len: u8,
     ) -> c_int {
         from_result(|| {
             // SAFETY: Per the safety requirements.
-            let (id, dev) = unsafe { (CmId::from_raw(id), Self::dev(CmId::from_raw(id))) };
+            let (id, dev) = unsafe { (CmId::from_raw(id), Self::iw_dev(CmId::from_raw(id))) };
             let pdata = if pdata.is_null() || len == 0 {
                 &[][..]
             } else {
                 // SAFETY: Per the safety requirements.
                 unsafe { core::slice::from_raw_parts(pdata.cast::<u8>(), usize::from(len)) }
             };
-            T::iw_reject(dev, id, pdata)?;
+            <T::IwCm as Operations>::reject(dev, id, pdata)?;
             Ok(0)
         })
     }
@@ -447,7 +504,7 @@ impl<T: Driver> IwOps<T> {
     /// # Safety
     ///
     /// `dev` is a registered `Device<T>`.
-    pub(crate) unsafe extern "C" fn get_qp(
+    pub(super) unsafe extern "C" fn iw_get_qp_callback(
         dev: *mut bindings::ib_device,
         qpn: c_int,
     ) -> *mut bindings::ib_qp {
@@ -458,13 +515,13 @@ impl<T: Driver> IwOps<T> {
         };
         // The iw_cm takes its own reference with `add_ref` later, as with C providers (the QP
         // cannot be destroyed meanwhile: ib_core destroys it only after the iw_cm let go).
-        T::iw_get_qp(dev, qpn).map_or(ptr::null_mut(), |qp| qp.as_raw())
+        <T::IwCm as Operations>::get_qp(dev, qpn).map_or(ptr::null_mut(), |qp| qp.as_raw())
     }
 
     /// # Safety
     ///
     /// `qp` is a live QP of a `Device<T>`.
-    pub(crate) unsafe extern "C" fn add_ref(qp: *mut bindings::ib_qp) {
+    pub(super) unsafe extern "C" fn iw_add_ref_callback(qp: *mut bindings::ib_qp) {
         // SAFETY: Per the safety requirements.
         let qp = unsafe { Qp::<T>::from_raw(qp) };
         // The reference is returned by `rem_ref`.
@@ -474,7 +531,7 @@ impl<T: Driver> IwOps<T> {
     /// # Safety
     ///
     /// `qp` is a live QP of a `Device<T>` on which the caller holds an `add_ref` reference.
-    pub(crate) unsafe extern "C" fn rem_ref(qp: *mut bindings::ib_qp) {
+    pub(super) unsafe extern "C" fn iw_rem_ref_callback(qp: *mut bindings::ib_qp) {
         // SAFETY: `qp` is an `Object` at offset 0 (`Qp::from_raw`); the caller owns the
         // reference taken by `add_ref`, which this gives back.
         drop(unsafe { ARef::from_raw(NonNull::new_unchecked(qp.cast::<Qp<T>>())) });

@@ -17,14 +17,16 @@
 //! - [`RingBuf`] is a [`SharedBuf`] that is either kernel-only or published to a user context
 //!   through an mmap entry ([`RingBuf::new_user`]); [`RingBuf::mmap_key`] is the offset user
 //!   space passes to `mmap()`.
-//! - The device's `mmap` and `mmap_free` operations are implemented here for every driver
-//!   ([`mmap_callback`] and [`mmap_free_callback`]): an mmap entry owns its buffer, so the memory
-//!   stays allocated while a mapping or an `mmap()` call in progress still refers to it, and is
-//!   freed with the last reference to the entry.
+//! - [`map_ring`] maps a published buffer: it is the default `mmap` operation of a user context
+//!   ([`super::ucontext::Operations::mmap`]). The device's `mmap_free` operation is implemented
+//!   here for every driver with user contexts ([`mmap_free_callback`]): an mmap entry owns its
+//!   buffer, so the memory stays allocated while a mapping or an `mmap()` call in progress still
+//!   refers to it, and is freed with the last reference to the entry.
 
 use crate::{
     bindings,
     error::to_result,
+    mm::virt::VmaNew,
     prelude::*,
     sync::atomic::{
         Acquire,
@@ -38,7 +40,11 @@ use core::{
     ptr::NonNull, //
 };
 
-use super::udata::Udata;
+use super::{
+    device::Driver,
+    ucontext::Ucontext,
+    udata::Udata, //
+};
 
 /// Zeroed memory from `vmalloc_user()` that may be mapped into user space.
 ///
@@ -469,31 +475,29 @@ unsafe impl Send for RingBuf {}
 // SAFETY: Only the `Sync` `SharedBuf` is reachable through `&self`.
 unsafe impl Sync for RingBuf {}
 
-/// The `mmap` device operation: maps the [`RingBuf`] whose key is the mapping's offset.
+/// Maps the [`RingBuf`] published to `uctx` whose key is the offset of `vma`, if the sizes
+/// match (the default [`Operations::mmap`](super::ucontext::Operations::mmap)).
 ///
-/// # Safety
-///
-/// `uctx` and `vma` are valid, as ib_core guarantees when calling the `mmap` op.
-pub(crate) unsafe extern "C" fn mmap_callback(
-    uctx: *mut bindings::ib_ucontext,
-    vma: *mut bindings::vm_area_struct,
-) -> c_int {
-    // SAFETY: Per the safety requirements. On success we own a reference to an entry whose size
-    // matches the mapping's.
-    let rdma = unsafe { bindings::rdma_user_mmap_entry_get(uctx, vma) };
+/// Fails with `EINVAL` if no buffer of the context has that key and size, and with the errors of
+/// `remap_vmalloc_range()`.
+pub fn map_ring<T: Driver>(uctx: &Ucontext<T>, vma: &VmaNew) -> Result {
+    // SAFETY: `uctx` is a live user context and `vma` a mapping being set up for it. On success
+    // we own a reference to an entry whose size matches the mapping's.
+    let rdma = unsafe { bindings::rdma_user_mmap_entry_get(uctx.as_raw(), vma.as_ptr()) };
     if rdma.is_null() {
-        return EINVAL.to_errno();
+        return Err(EINVAL);
     }
-    // All entries of devices using this op are `Entry`s (inserted by `RingBuf::new_user`), with
-    // the C entry at offset 0.
+    // All entries of a context are `Entry`s (only `RingBuf::new_user` inserts entries), with the
+    // C entry at offset 0.
     let entry = rdma.cast::<Entry>();
     // SAFETY: We hold a reference, so the entry and its buffer are alive. The buffer came from
     // `vmalloc_user()` and is at least as large as the mapping (checked by
     // `rdma_user_mmap_entry_get()` against the entry's size).
-    let ret = unsafe { bindings::remap_vmalloc_range(vma, (*entry).buf.as_ptr().cast(), 0) };
+    let ret =
+        unsafe { bindings::remap_vmalloc_range(vma.as_ptr(), (*entry).buf.as_ptr().cast(), 0) };
     // SAFETY: We own the reference taken above.
     unsafe { bindings::rdma_user_mmap_entry_put(rdma) };
-    ret
+    to_result(ret)
 }
 
 /// The `mmap_free` device operation: frees an [`Entry`] and its buffer.

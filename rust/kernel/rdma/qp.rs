@@ -1,127 +1,308 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Queue pairs (`struct ib_qp`), their attributes and work requests.
+//! Queue pairs (`struct ib_qp`), their states and attributes.
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h).
 //!
-//! Work requests posted by kernel consumers arrive as chains of `struct ib_send_wr` /
-//! `struct ib_recv_wr` ([`SendWr`], [`RecvWr`]). Their fields are read through accessors; the
-//! scatter/gather list is only reachable through [`SendWr::sges`] / [`RecvWr::sges`], which
-//! first check the SGE count against the driver's limit, so a driver cannot walk past the
-//! consumer's array. Opcode-specific extensions (`struct ib_rdma_wr`, `struct ib_reg_wr`) are
-//! only read for the opcodes that carry them.
+//! Unlike the other objects, QPs are reference counted ([`ARef<Qp<T>>`]): connection managers
+//! and data paths refer to a QP from socket callbacks and work items, and the iw_cm takes
+//! references (`iw_add_ref`). ib_core frees a QP when its `destroy_qp` op returns, so the
+//! abstraction's destroy op runs the driver's hook ([`Operations::destroy`]), which must make
+//! every holder drop its reference, and then waits until the last reference is gone before it
+//! drops the data (siw's `qp_free` completion).
+//!
+//! The work requests posted to a QP are in [`super::wr`].
 
 use super::{
-    attr::EventType,
-    cq::QpToken,
+    attr::{
+        EventType,
+        Mtu, //
+    },
+    cq::{
+        Cq,
+        QpToken, //
+    },
     device::{
         Device,
-        Driver,
-        VTable, //
+        Driver, //
     },
+    mr::AccessFlags,
     object::{
-        Cq,
-        Pd,
-        Qp,
-        QpAttr,
-        QpInitAttr,
+        raw_wrapper,
+        udata_opt,
+        Counted,
+        CqKind,
+        Object,
+        PdKind,
+        QpKind,
+        SrqKind, //
+    },
+    pd::Pd,
+    srq::Srq,
+    udata::Udata,
+    vtable::VTable,
+    wr::{
+        PostError,
         RecvWr,
-        SendWr,
-        Srq, //
+        SendWr, //
     },
 };
 use crate::{
     bindings,
     error::from_result,
-    prelude::*, //
+    impl_flags,
+    prelude::*,
+    sync::aref::AlwaysRefCounted, //
 };
+use core::ptr::NonNull;
+
+/// A `struct ib_qp` with the driver's [`Driver::Qp`] data, reference counted.
+pub type Qp<T> = Object<T, QpKind>;
+
+/// The operations of a queue pair; implemented by the driver's per-QP data.
+#[vtable]
+pub trait Operations: Sized + Send + Sync {
+    /// The driver.
+    type Driver: Driver;
+
+    /// Creates the data of a new queue pair. The driver may update the capabilities in `attr`
+    /// to the values it actually provides.
+    fn create(
+        dev: &Device<Self::Driver>,
+        attr: &mut QpInitAttr,
+        udata: Option<&Udata>,
+    ) -> impl PinInit<Self, Error>;
+
+    /// Returns the QP number of a queue pair just created by [`Operations::create`]; the
+    /// abstraction stores it in `ib_qp.qp_num` (see [`Qp::qp_num`]).
+    fn number(&self) -> u32;
+
+    /// Called when a queue pair has been created, with its number set: the place to publish it
+    /// (e.g. in a QP number table, taking an [`ARef`](crate::sync::aref::ARef)). If it fails,
+    /// the creation fails and the data is dropped without a call to [`Operations::destroy`].
+    fn created(_qp: &Qp<Self::Driver>) -> Result {
+        Ok(())
+    }
+
+    /// Modifies the attributes named in `mask` of a queue pair.
+    fn modify(
+        qp: &Qp<Self::Driver>,
+        attr: &QpAttr,
+        mask: QpAttrMask,
+        udata: Option<&Udata>,
+    ) -> Result;
+
+    /// Returns the attributes of a queue pair; `mask` names the ones asked for.
+    fn query(_qp: &Qp<Self::Driver>, _mask: QpAttrMask) -> Result<QpQuery> {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Called when ib_core destroys a queue pair. Afterwards the abstraction waits until every
+    /// [`ARef`](crate::sync::aref::ARef) to the QP is dropped, then drops the data: the hook
+    /// must make all holders (tables, connections, queued work) let go, or the destruction
+    /// never finishes.
+    fn destroy(_qp: &Qp<Self::Driver>, _udata: Option<&Udata>) {}
+
+    /// Posts a chain of send work requests. On failure returns the error and the first request
+    /// that was not posted.
+    fn post_send<'a>(qp: &Qp<Self::Driver>, wr: &'a SendWr) -> Result<(), PostError<'a, SendWr>>;
+
+    /// Handles a `post_send` without work requests, which uverbs issues when user space posts
+    /// none. For most providers there is nothing to do (the default); a provider whose user
+    /// space queues send work in memory it shares with the kernel may take it as its doorbell.
+    fn post_send_empty(_qp: &Qp<Self::Driver>) -> Result {
+        Ok(())
+    }
+
+    /// Posts a chain of receive work requests. On failure returns the error and the first
+    /// request that was not posted.
+    fn post_recv<'a>(qp: &Qp<Self::Driver>, wr: &'a RecvWr) -> Result<(), PostError<'a, RecvWr>>;
+}
 
 /// QP states (`enum ib_qp_state`).
-pub mod state {
-    use crate::bindings;
-
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum QpState {
     /// `IB_QPS_RESET`.
-    pub const RESET: u32 = bindings::ib_qp_state_IB_QPS_RESET;
+    Reset = bindings::ib_qp_state_IB_QPS_RESET,
     /// `IB_QPS_INIT`.
-    pub const INIT: u32 = bindings::ib_qp_state_IB_QPS_INIT;
+    Init = bindings::ib_qp_state_IB_QPS_INIT,
     /// `IB_QPS_RTR`.
-    pub const RTR: u32 = bindings::ib_qp_state_IB_QPS_RTR;
+    Rtr = bindings::ib_qp_state_IB_QPS_RTR,
     /// `IB_QPS_RTS`.
-    pub const RTS: u32 = bindings::ib_qp_state_IB_QPS_RTS;
+    Rts = bindings::ib_qp_state_IB_QPS_RTS,
     /// `IB_QPS_SQD`.
-    pub const SQD: u32 = bindings::ib_qp_state_IB_QPS_SQD;
+    Sqd = bindings::ib_qp_state_IB_QPS_SQD,
     /// `IB_QPS_SQE`.
-    pub const SQE: u32 = bindings::ib_qp_state_IB_QPS_SQE;
+    Sqe = bindings::ib_qp_state_IB_QPS_SQE,
     /// `IB_QPS_ERR`.
-    pub const ERR: u32 = bindings::ib_qp_state_IB_QPS_ERR;
+    Error = bindings::ib_qp_state_IB_QPS_ERR,
 }
 
-/// QP attribute mask bits (`enum ib_qp_attr_mask`).
-pub mod attr_mask {
-    use crate::bindings;
+impl TryFrom<u32> for QpState {
+    type Error = Error;
 
-    /// `IB_QP_STATE`.
-    pub const STATE: i32 = bindings::ib_qp_attr_mask_IB_QP_STATE as i32;
-    /// `IB_QP_CUR_STATE`.
-    pub const CUR_STATE: i32 = bindings::ib_qp_attr_mask_IB_QP_CUR_STATE as i32;
-    /// `IB_QP_ACCESS_FLAGS`.
-    pub const ACCESS_FLAGS: i32 = bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS as i32;
-    /// `IB_QP_MAX_QP_RD_ATOMIC`.
-    pub const MAX_QP_RD_ATOMIC: i32 = bindings::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC as i32;
-    /// `IB_QP_MAX_DEST_RD_ATOMIC`.
-    pub const MAX_DEST_RD_ATOMIC: i32 = bindings::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC as i32;
-    /// All standard bits (`IB_QP_ATTR_STANDARD_BITS`).
-    pub const STANDARD_BITS: i32 = bindings::ib_qp_attr_mask_IB_QP_ATTR_STANDARD_BITS as i32;
+    fn try_from(v: u32) -> Result<Self> {
+        Ok(match v {
+            bindings::ib_qp_state_IB_QPS_RESET => Self::Reset,
+            bindings::ib_qp_state_IB_QPS_INIT => Self::Init,
+            bindings::ib_qp_state_IB_QPS_RTR => Self::Rtr,
+            bindings::ib_qp_state_IB_QPS_RTS => Self::Rts,
+            bindings::ib_qp_state_IB_QPS_SQD => Self::Sqd,
+            bindings::ib_qp_state_IB_QPS_SQE => Self::Sqe,
+            bindings::ib_qp_state_IB_QPS_ERR => QpState::Error,
+            _ => return Err(EINVAL),
+        })
+    }
 }
 
-/// Send work request opcodes (`enum ib_wr_opcode`).
-pub mod wr_opcode {
-    use crate::bindings;
-
-    /// `IB_WR_RDMA_WRITE`.
-    pub const RDMA_WRITE: u32 = bindings::ib_wr_opcode_IB_WR_RDMA_WRITE;
-    /// `IB_WR_RDMA_WRITE_WITH_IMM`.
-    pub const RDMA_WRITE_WITH_IMM: u32 = bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM;
-    /// `IB_WR_SEND`.
-    pub const SEND: u32 = bindings::ib_wr_opcode_IB_WR_SEND;
-    /// `IB_WR_SEND_WITH_IMM`.
-    pub const SEND_WITH_IMM: u32 = bindings::ib_wr_opcode_IB_WR_SEND_WITH_IMM;
-    /// `IB_WR_RDMA_READ`.
-    pub const RDMA_READ: u32 = bindings::ib_wr_opcode_IB_WR_RDMA_READ;
-    /// `IB_WR_SEND_WITH_INV`.
-    pub const SEND_WITH_INV: u32 = bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV;
-    /// `IB_WR_RDMA_READ_WITH_INV`.
-    pub const RDMA_READ_WITH_INV: u32 = bindings::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV;
-    /// `IB_WR_LOCAL_INV`.
-    pub const LOCAL_INV: u32 = bindings::ib_wr_opcode_IB_WR_LOCAL_INV;
-    /// `IB_WR_REG_MR`.
-    pub const REG_MR: u32 = bindings::ib_wr_opcode_IB_WR_REG_MR;
-    /// `IB_WR_ATOMIC_CMP_AND_SWP`.
-    pub const ATOMIC_CMP_AND_SWP: u32 = bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP;
-    /// `IB_WR_ATOMIC_FETCH_AND_ADD`.
-    pub const ATOMIC_FETCH_AND_ADD: u32 = bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD;
-    /// `IB_WR_FLUSH`.
-    pub const FLUSH: u32 = bindings::ib_wr_opcode_IB_WR_FLUSH;
-    /// `IB_WR_ATOMIC_WRITE`.
-    pub const ATOMIC_WRITE: u32 = bindings::ib_wr_opcode_IB_WR_ATOMIC_WRITE;
+/// QP types (`enum ib_qp_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum QpType {
+    /// `IB_QPT_SMI`.
+    Smi = bindings::ib_qp_type_IB_QPT_SMI,
+    /// `IB_QPT_GSI`.
+    Gsi = bindings::ib_qp_type_IB_QPT_GSI,
+    /// Reliable connected (`IB_QPT_RC`).
+    Rc = bindings::ib_qp_type_IB_QPT_RC,
+    /// Unreliable connected (`IB_QPT_UC`).
+    Uc = bindings::ib_qp_type_IB_QPT_UC,
+    /// Unreliable datagram (`IB_QPT_UD`).
+    Ud = bindings::ib_qp_type_IB_QPT_UD,
+    /// `IB_QPT_RAW_IPV6`.
+    RawIpv6 = bindings::ib_qp_type_IB_QPT_RAW_IPV6,
+    /// `IB_QPT_RAW_ETHERTYPE`.
+    RawEthertype = bindings::ib_qp_type_IB_QPT_RAW_ETHERTYPE,
+    /// `IB_QPT_RAW_PACKET`.
+    RawPacket = bindings::ib_qp_type_IB_QPT_RAW_PACKET,
+    /// `IB_QPT_XRC_INI`.
+    XrcIni = bindings::ib_qp_type_IB_QPT_XRC_INI,
+    /// `IB_QPT_XRC_TGT`.
+    XrcTgt = bindings::ib_qp_type_IB_QPT_XRC_TGT,
+    /// A driver-specific type (`IB_QPT_DRIVER`).
+    Driver = bindings::ib_qp_type_IB_QPT_DRIVER,
 }
 
-/// Send flags (`enum ib_send_flags`).
-pub mod send_flags {
-    use crate::bindings;
+impl TryFrom<u32> for QpType {
+    type Error = Error;
 
-    /// `IB_SEND_FENCE`.
-    pub const FENCE: u32 = bindings::ib_send_flags_IB_SEND_FENCE as u32;
-    /// `IB_SEND_SIGNALED`.
-    pub const SIGNALED: u32 = bindings::ib_send_flags_IB_SEND_SIGNALED as u32;
-    /// `IB_SEND_SOLICITED`.
-    pub const SOLICITED: u32 = bindings::ib_send_flags_IB_SEND_SOLICITED as u32;
-    /// `IB_SEND_INLINE`.
-    pub const INLINE: u32 = bindings::ib_send_flags_IB_SEND_INLINE as u32;
+    fn try_from(v: u32) -> Result<Self> {
+        Ok(match v {
+            bindings::ib_qp_type_IB_QPT_SMI => Self::Smi,
+            bindings::ib_qp_type_IB_QPT_GSI => Self::Gsi,
+            bindings::ib_qp_type_IB_QPT_RC => Self::Rc,
+            bindings::ib_qp_type_IB_QPT_UC => Self::Uc,
+            bindings::ib_qp_type_IB_QPT_UD => Self::Ud,
+            bindings::ib_qp_type_IB_QPT_RAW_IPV6 => Self::RawIpv6,
+            bindings::ib_qp_type_IB_QPT_RAW_ETHERTYPE => Self::RawEthertype,
+            bindings::ib_qp_type_IB_QPT_RAW_PACKET => Self::RawPacket,
+            bindings::ib_qp_type_IB_QPT_XRC_INI => Self::XrcIni,
+            bindings::ib_qp_type_IB_QPT_XRC_TGT => Self::XrcTgt,
+            bindings::ib_qp_type_IB_QPT_DRIVER => Self::Driver,
+            _ => return Err(EINVAL),
+        })
+    }
 }
 
-/// The QP type of an RC QP (`IB_QPT_RC`).
-pub const QPT_RC: u32 = bindings::ib_qp_type_IB_QPT_RC;
+impl_flags!(
+    /// A set of QP attributes (`enum ib_qp_attr_mask`), as named by `modify_qp` and `query_qp`;
+    /// possibly with bits no [`QpAttrFlag`] names.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct QpAttrMask(u32);
+
+    /// A QP attribute.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum QpAttrFlag {
+        /// `IB_QP_STATE`.
+        State = bindings::ib_qp_attr_mask_IB_QP_STATE,
+        /// `IB_QP_CUR_STATE`.
+        CurState = bindings::ib_qp_attr_mask_IB_QP_CUR_STATE,
+        /// `IB_QP_EN_SQD_ASYNC_NOTIFY`.
+        EnSqdAsyncNotify = bindings::ib_qp_attr_mask_IB_QP_EN_SQD_ASYNC_NOTIFY,
+        /// `IB_QP_ACCESS_FLAGS`.
+        AccessFlags = bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS,
+        /// `IB_QP_PKEY_INDEX`.
+        PkeyIndex = bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX,
+        /// `IB_QP_PORT`.
+        Port = bindings::ib_qp_attr_mask_IB_QP_PORT,
+        /// `IB_QP_QKEY`.
+        Qkey = bindings::ib_qp_attr_mask_IB_QP_QKEY,
+        /// `IB_QP_AV`.
+        Av = bindings::ib_qp_attr_mask_IB_QP_AV,
+        /// `IB_QP_PATH_MTU`.
+        PathMtu = bindings::ib_qp_attr_mask_IB_QP_PATH_MTU,
+        /// `IB_QP_TIMEOUT`.
+        Timeout = bindings::ib_qp_attr_mask_IB_QP_TIMEOUT,
+        /// `IB_QP_RETRY_CNT`.
+        RetryCnt = bindings::ib_qp_attr_mask_IB_QP_RETRY_CNT,
+        /// `IB_QP_RNR_RETRY`.
+        RnrRetry = bindings::ib_qp_attr_mask_IB_QP_RNR_RETRY,
+        /// `IB_QP_RQ_PSN`.
+        RqPsn = bindings::ib_qp_attr_mask_IB_QP_RQ_PSN,
+        /// `IB_QP_MAX_QP_RD_ATOMIC`: the outbound RDMA Read limit (ORD).
+        MaxQpRdAtomic = bindings::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC,
+        /// `IB_QP_ALT_PATH`.
+        AltPath = bindings::ib_qp_attr_mask_IB_QP_ALT_PATH,
+        /// `IB_QP_MIN_RNR_TIMER`.
+        MinRnrTimer = bindings::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER,
+        /// `IB_QP_SQ_PSN`.
+        SqPsn = bindings::ib_qp_attr_mask_IB_QP_SQ_PSN,
+        /// `IB_QP_MAX_DEST_RD_ATOMIC`: the inbound RDMA Read limit (IRD).
+        MaxDestRdAtomic = bindings::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC,
+        /// `IB_QP_PATH_MIG_STATE`.
+        PathMigState = bindings::ib_qp_attr_mask_IB_QP_PATH_MIG_STATE,
+        /// `IB_QP_CAP`.
+        Cap = bindings::ib_qp_attr_mask_IB_QP_CAP,
+        /// `IB_QP_DEST_QPN`.
+        DestQpn = bindings::ib_qp_attr_mask_IB_QP_DEST_QPN,
+        /// `IB_QP_RATE_LIMIT`.
+        RateLimit = bindings::ib_qp_attr_mask_IB_QP_RATE_LIMIT,
+    }
+);
+
+impl QpAttrMask {
+    /// The standard attributes (`IB_QP_ATTR_STANDARD_BITS`): every attribute up to
+    /// [`QpAttrFlag::DestQpn`] and the reserved bits after it.
+    pub const STANDARD: Self = Self(bindings::ib_qp_attr_mask_IB_QP_ATTR_STANDARD_BITS);
+}
+
+impl_flags!(
+    /// The creation flags of a QP (`enum ib_qp_create_flags`), possibly with bits no
+    /// [`QpCreateFlag`] names.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct QpCreateFlags(u32);
+
+    /// A creation flag of a QP.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum QpCreateFlag {
+        /// `IB_QP_CREATE_IPOIB_UD_LSO`.
+        IpoibUdLso = bindings::ib_qp_create_flags_IB_QP_CREATE_IPOIB_UD_LSO as u32,
+        /// `IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK`.
+        BlockMulticastLoopback =
+            bindings::ib_qp_create_flags_IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK as u32,
+        /// `IB_QP_CREATE_CROSS_CHANNEL`.
+        CrossChannel = bindings::ib_qp_create_flags_IB_QP_CREATE_CROSS_CHANNEL as u32,
+        /// `IB_QP_CREATE_MANAGED_SEND`.
+        ManagedSend = bindings::ib_qp_create_flags_IB_QP_CREATE_MANAGED_SEND as u32,
+        /// `IB_QP_CREATE_MANAGED_RECV`.
+        ManagedRecv = bindings::ib_qp_create_flags_IB_QP_CREATE_MANAGED_RECV as u32,
+        /// `IB_QP_CREATE_NETIF_QP`.
+        NetifQp = bindings::ib_qp_create_flags_IB_QP_CREATE_NETIF_QP as u32,
+        /// `IB_QP_CREATE_INTEGRITY_EN`.
+        IntegrityEn = bindings::ib_qp_create_flags_IB_QP_CREATE_INTEGRITY_EN as u32,
+        /// `IB_QP_CREATE_NETDEV_USE`.
+        NetdevUse = bindings::ib_qp_create_flags_IB_QP_CREATE_NETDEV_USE as u32,
+        /// `IB_QP_CREATE_SCATTER_FCS`.
+        ScatterFcs = bindings::ib_qp_create_flags_IB_QP_CREATE_SCATTER_FCS as u32,
+        /// `IB_QP_CREATE_CVLAN_STRIPPING`.
+        CvlanStripping = bindings::ib_qp_create_flags_IB_QP_CREATE_CVLAN_STRIPPING as u32,
+        /// `IB_QP_CREATE_SOURCE_QPN`.
+        SourceQpn = bindings::ib_qp_create_flags_IB_QP_CREATE_SOURCE_QPN as u32,
+        /// `IB_QP_CREATE_PCI_WRITE_END_PADDING`.
+        PciWriteEndPadding = bindings::ib_qp_create_flags_IB_QP_CREATE_PCI_WRITE_END_PADDING as u32,
+    }
+);
 
 /// Work queue capabilities (`struct ib_qp_cap`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -158,7 +339,24 @@ impl QpCap {
     }
 }
 
+raw_wrapper!(
+    /// Attributes of a QP to create (`struct ib_qp_init_attr`).
+    QpInitAttr, ib_qp_init_attr
+);
+
 impl QpInitAttr {
+    /// Returns the QP type, `EINVAL` for one [`QpType`] does not know.
+    pub fn qp_type(&self) -> Result<QpType> {
+        // SAFETY: By the type invariant the struct is valid.
+        QpType::try_from(unsafe { (*self.as_raw()).qp_type })
+    }
+
+    /// Returns the creation flags.
+    pub fn create_flags(&self) -> QpCreateFlags {
+        // SAFETY: By the type invariant the struct is valid.
+        QpCreateFlags(unsafe { (*self.as_raw()).create_flags })
+    }
+
     /// Returns the requested capabilities.
     pub fn cap(&self) -> QpCap {
         // SAFETY: By the type invariant the struct is valid.
@@ -190,26 +388,38 @@ impl QpInitAttr {
     }
 }
 
+raw_wrapper!(
+    /// QP attributes to modify (`struct ib_qp_attr`).
+    QpAttr, ib_qp_attr
+);
+
 impl QpAttr {
-    /// Returns the access flags (`IB_ACCESS_*`), valid with `IB_QP_ACCESS_FLAGS`.
-    pub fn qp_access_flags(&self) -> i32 {
+    /// Returns the requested state, valid with [`QpAttrFlag::State`]; `EINVAL` for one
+    /// [`QpState`] does not know.
+    pub fn qp_state(&self) -> Result<QpState> {
         // SAFETY: By the type invariant the struct is valid.
-        unsafe { (*self.as_raw()).qp_access_flags }
+        QpState::try_from(unsafe { (*self.as_raw()).qp_state })
     }
 
-    /// Returns the assumed current state, valid with `IB_QP_CUR_STATE`.
-    pub fn cur_qp_state(&self) -> u32 {
+    /// Returns the assumed current state, valid with [`QpAttrFlag::CurState`].
+    pub fn cur_qp_state(&self) -> Result<QpState> {
         // SAFETY: By the type invariant the struct is valid.
-        unsafe { (*self.as_raw()).cur_qp_state }
+        QpState::try_from(unsafe { (*self.as_raw()).cur_qp_state })
     }
 
-    /// Returns the outbound RDMA Read limit (ORD), valid with `IB_QP_MAX_QP_RD_ATOMIC`.
+    /// Returns the access flags, valid with [`QpAttrFlag::AccessFlags`].
+    pub fn qp_access_flags(&self) -> AccessFlags {
+        // SAFETY: By the type invariant the struct is valid.
+        AccessFlags::from_raw(unsafe { (*self.as_raw()).qp_access_flags } as u32)
+    }
+
+    /// Returns the outbound RDMA Read limit (ORD), valid with [`QpAttrFlag::MaxQpRdAtomic`].
     pub fn max_rd_atomic(&self) -> u8 {
         // SAFETY: By the type invariant the struct is valid.
         unsafe { (*self.as_raw()).max_rd_atomic }
     }
 
-    /// Returns the inbound RDMA Read limit (IRD), valid with `IB_QP_MAX_DEST_RD_ATOMIC`.
+    /// Returns the inbound RDMA Read limit (IRD), valid with [`QpAttrFlag::MaxDestRdAtomic`].
     pub fn max_dest_rd_atomic(&self) -> u8 {
         // SAFETY: By the type invariant the struct is valid.
         unsafe { (*self.as_raw()).max_dest_rd_atomic }
@@ -217,262 +427,22 @@ impl QpAttr {
 }
 
 /// The result of a QP query.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct QpQuery {
-    /// The current state (`IB_QPS_*`).
-    pub state: u32,
+    /// The current state.
+    pub state: QpState,
     /// The capabilities.
     pub cap: QpCap,
-    /// The path MTU (`enum ib_mtu`).
-    pub path_mtu: u32,
+    /// The path MTU.
+    pub path_mtu: Mtu,
     /// Outbound RDMA Read limit (ORD).
     pub max_rd_atomic: u8,
     /// Inbound RDMA Read limit (IRD).
     pub max_dest_rd_atomic: u8,
-    /// Access flags (`IB_ACCESS_*`).
-    pub qp_access_flags: i32,
+    /// Access flags.
+    pub qp_access_flags: AccessFlags,
     /// Whether every send WR generates a completion.
     pub sq_sig_all: bool,
-}
-
-/// A scatter/gather element (`struct ib_sge`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Sge {
-    /// Address (an I/O virtual address within the MR of `lkey`).
-    pub addr: u64,
-    /// Length in bytes.
-    pub length: u32,
-    /// Local key of the MR.
-    pub lkey: u32,
-}
-
-/// An iterator over the SGEs of a work request.
-pub struct Sges<'a> {
-    list: *const bindings::ib_sge,
-    n: usize,
-    i: usize,
-    _p: core::marker::PhantomData<&'a ()>,
-}
-
-impl Iterator for Sges<'_> {
-    type Item = Sge;
-
-    fn next(&mut self) -> Option<Sge> {
-        if self.i >= self.n {
-            return None;
-        }
-        // SAFETY: `list` points to `n` valid SGEs (checked when the iterator was created and
-        // guaranteed by the consumer's contract), which live as long as the work request.
-        let s = unsafe { &*self.list.add(self.i) };
-        self.i += 1;
-        Some(Sge {
-            addr: s.addr,
-            length: s.length,
-            lkey: s.lkey,
-        })
-    }
-}
-
-/// Creates an SGE iterator after checking `num_sge` against `max`.
-///
-/// # Safety
-///
-/// If `0 <= num_sge <= max`, `list` must point to `num_sge` valid SGEs that live for `'a`.
-unsafe fn sges<'a>(list: *const bindings::ib_sge, num_sge: c_int, max: u32) -> Result<Sges<'a>> {
-    let n = usize::try_from(num_sge).map_err(|_| EINVAL)?;
-    if n > max as usize || (n > 0 && list.is_null()) {
-        return Err(EINVAL);
-    }
-    Ok(Sges {
-        list,
-        n,
-        i: 0,
-        _p: core::marker::PhantomData,
-    })
-}
-
-/// The remote buffer of an RDMA Read or Write (`struct ib_rdma_wr`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RdmaTarget {
-    /// Remote address.
-    pub remote_addr: u64,
-    /// Remote STag.
-    pub rkey: u32,
-}
-
-/// The parameters of a fast registration (`struct ib_reg_wr`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RegParams {
-    /// The MR's `struct ib_mr` (to be looked up by the MR code; never dereferenced here).
-    pub mr: *mut bindings::ib_mr,
-    /// The new key.
-    pub key: u32,
-    /// Access flags (`IB_ACCESS_*`).
-    pub access: i32,
-}
-
-impl SendWr {
-    /// Returns the work request id.
-    pub fn wr_id(&self) -> u64 {
-        // SAFETY: By the type invariant the struct is valid; `wr_id` is the union member kernel
-        // consumers set (or `wr_cqe`, whose bits are reported back unchanged).
-        unsafe { (*self.as_raw()).__bindgen_anon_1.wr_id }
-    }
-
-    /// Returns the send flags (`IB_SEND_*`).
-    pub fn send_flags(&self) -> u32 {
-        // SAFETY: By the type invariant the struct is valid.
-        unsafe { (*self.as_raw()).send_flags as u32 }
-    }
-
-    /// Returns the number of SGEs as given by the consumer (may be negative or too large).
-    pub fn num_sge(&self) -> i32 {
-        // SAFETY: By the type invariant the struct is valid.
-        unsafe { (*self.as_raw()).num_sge }
-    }
-
-    /// Returns the SGEs, or `EINVAL` if there are more than `max` (or a negative count).
-    pub fn sges(&self, max: u32) -> Result<Sges<'_>> {
-        // SAFETY: By the type invariant the struct is valid; the consumer's contract is that
-        // `sg_list` holds `num_sge` entries for the duration of the post.
-        unsafe { sges((*self.as_raw()).sg_list, (*self.as_raw()).num_sge, max) }
-    }
-
-    /// Returns the immediate data (network byte order), for opcodes with immediate data.
-    pub fn imm_data(&self) -> u32 {
-        // SAFETY: By the type invariant the struct is valid; both union members are `u32`.
-        unsafe { (*self.as_raw()).ex.imm_data }
-    }
-
-    /// Returns the STag to invalidate, for `IB_WR_SEND_WITH_INV` and `IB_WR_LOCAL_INV`.
-    pub fn invalidate_rkey(&self) -> u32 {
-        // SAFETY: By the type invariant the struct is valid; both union members are `u32`.
-        unsafe { (*self.as_raw()).ex.invalidate_rkey }
-    }
-
-    /// Returns the remote buffer for RDMA Read and Write opcodes, `None` for others.
-    pub fn rdma(&self) -> Option<RdmaTarget> {
-        match self.opcode() {
-            wr_opcode::RDMA_WRITE
-            | wr_opcode::RDMA_WRITE_WITH_IMM
-            | wr_opcode::RDMA_READ
-            | wr_opcode::RDMA_READ_WITH_INV => {
-                // SAFETY: For these opcodes the consumer's contract is that the work request is
-                // the `wr` field (at offset 0) of a `struct ib_rdma_wr`.
-                let r = unsafe { &*self.as_raw().cast::<bindings::ib_rdma_wr>() };
-                Some(RdmaTarget {
-                    remote_addr: r.remote_addr,
-                    rkey: r.rkey,
-                })
-            }
-            _ => None,
-        }
-    }
-
-    /// Returns the registration parameters for `IB_WR_REG_MR`, `None` for other opcodes.
-    pub fn reg(&self) -> Option<RegParams> {
-        if self.opcode() != wr_opcode::REG_MR {
-            return None;
-        }
-        // SAFETY: For `IB_WR_REG_MR` the consumer's contract is that the work request is the
-        // `wr` field (at offset 0) of a `struct ib_reg_wr`.
-        let r = unsafe { &*self.as_raw().cast::<bindings::ib_reg_wr>() };
-        Some(RegParams {
-            mr: r.mr,
-            key: r.key,
-            access: r.access,
-        })
-    }
-
-    /// Copies the data of an inline work request (`IB_SEND_INLINE`) into `dst` and returns its
-    /// length.
-    ///
-    /// For inline sends the SGE addresses are kernel virtual addresses (no lkey), possibly on
-    /// the consumer's (vmalloc'ed) stack. Fails with `EINVAL` if the WR is not inline, has more
-    /// than `max_sge` SGEs, or its data does not fit `dst`, and with `EFAULT` if an SGE does not
-    /// name readable kernel memory (`copy_from_kernel_nofault()`: user addresses are refused and
-    /// faults are caught rather than oopsing).
-    pub fn copy_inline(&self, dst: &mut [u8], max_sge: u32) -> Result<usize> {
-        if self.send_flags() & send_flags::INLINE == 0 {
-            return Err(EINVAL);
-        }
-        let mut off = 0usize;
-        for sge in self.sges(max_sge)? {
-            let len = sge.length as usize;
-            let end = off.checked_add(len).ok_or(EINVAL)?;
-            let d = dst.get_mut(off..end).ok_or(EINVAL)?;
-            if len > 0 {
-                // SAFETY: `d` is valid for writes of `len` bytes. The source is only read by
-                // `copy_from_kernel_nofault()`, which refuses addresses that are not kernel
-                // addresses and returns an error instead of faulting.
-                let r = unsafe {
-                    bindings::copy_from_kernel_nofault(
-                        d.as_mut_ptr().cast(),
-                        sge.addr as usize as *const core::ffi::c_void,
-                        len,
-                    )
-                };
-                if r != 0 {
-                    return Err(EFAULT);
-                }
-            }
-            off = end;
-        }
-        Ok(off)
-    }
-
-    /// Iterates over this work request and the rest of its chain.
-    pub fn iter(&self) -> impl Iterator<Item = &SendWr> {
-        core::iter::successors(Some(self), |w| w.next())
-    }
-}
-
-impl RecvWr {
-    /// Returns the work request id.
-    pub fn wr_id(&self) -> u64 {
-        // SAFETY: By the type invariant the struct is valid.
-        unsafe { (*self.as_raw()).__bindgen_anon_1.wr_id }
-    }
-
-    /// Returns the number of SGEs as given by the consumer.
-    pub fn num_sge(&self) -> i32 {
-        // SAFETY: By the type invariant the struct is valid.
-        unsafe { (*self.as_raw()).num_sge }
-    }
-
-    /// Returns the SGEs, or `EINVAL` if there are more than `max` (or a negative count).
-    pub fn sges(&self, max: u32) -> Result<Sges<'_>> {
-        // SAFETY: By the type invariant the struct is valid; the consumer's contract is that
-        // `sg_list` holds `num_sge` entries for the duration of the post.
-        unsafe { sges((*self.as_raw()).sg_list, (*self.as_raw()).num_sge, max) }
-    }
-
-    /// Iterates over this work request and the rest of its chain.
-    pub fn iter(&self) -> impl Iterator<Item = &RecvWr> {
-        core::iter::successors(Some(self), |w| w.next())
-    }
-}
-
-/// Returns the raw object pointer `p` as a `&Object` of `dev`, if it is set and of that device.
-///
-/// # Safety
-///
-/// `p` must be NULL or a live object of kind `K` that stays alive for `'a` (e.g. one that a
-/// QP or SRQ holds a use count on, for as long as that QP or SRQ is borrowed).
-pub(super) unsafe fn peer<'a, T: Driver, K: super::object::ObjectKind<T>>(
-    dev: &Device<T>,
-    p: *mut K::Raw,
-) -> Option<&'a super::object::Object<T, K>> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: Per the safety requirements `p` is live.
-    if unsafe { K::device(p) } != dev.as_raw() {
-        return None;
-    }
-    // SAFETY: `p` is an object of this device, hence an `Object<T, K>` created by this driver;
-    // the caller guarantees that it stays alive for `'a`.
-    Some(unsafe { super::object::Object::<T, K>::from_raw(p) })
 }
 
 impl<T: Driver> Qp<T> {
@@ -496,25 +466,25 @@ impl<T: Driver> Qp<T> {
     /// Returns the send CQ.
     pub fn send_cq(&self) -> Option<&Cq<T>> {
         // SAFETY: ib_core holds a use count on the QP's CQs for the QP's lifetime.
-        unsafe { peer::<T, super::object::CqKind>(self.device(), (*self.as_raw()).send_cq) }
+        unsafe { Object::<T, CqKind>::peer(self.device(), (*self.as_raw()).send_cq) }
     }
 
     /// Returns the receive CQ.
     pub fn recv_cq(&self) -> Option<&Cq<T>> {
         // SAFETY: ib_core holds a use count on the QP's CQs for the QP's lifetime.
-        unsafe { peer::<T, super::object::CqKind>(self.device(), (*self.as_raw()).recv_cq) }
+        unsafe { Object::<T, CqKind>::peer(self.device(), (*self.as_raw()).recv_cq) }
     }
 
     /// Returns the SRQ, if the QP uses one.
     pub fn srq(&self) -> Option<&Srq<T>> {
         // SAFETY: ib_core holds a use count on the QP's SRQ for the QP's lifetime.
-        unsafe { peer::<T, super::object::SrqKind>(self.device(), (*self.as_raw()).srq) }
+        unsafe { Object::<T, SrqKind>::peer(self.device(), (*self.as_raw()).srq) }
     }
 
     /// Returns the PD.
     pub fn pd(&self) -> Option<&Pd<T>> {
         // SAFETY: ib_core holds a use count on the QP's PD for the QP's lifetime.
-        unsafe { peer::<T, super::object::PdKind>(self.device(), (*self.as_raw()).pd) }
+        unsafe { Object::<T, PdKind>::peer(self.device(), (*self.as_raw()).pd) }
     }
 
     /// Reports an asynchronous event (e.g. [`EventType::QP_FATAL`]) to the QP's event handler.
@@ -534,12 +504,112 @@ impl<T: Driver> Qp<T> {
     }
 }
 
+// SAFETY: `inc_ref` is only called through a live reference, so the count is at least one and
+// the object alive; the object is not freed before the count drops to zero, because the destroy
+// op waits for the count (`Counted::release_and_wait`), which `dec_ref` completes only then.
+unsafe impl<T: Driver> AlwaysRefCounted for Qp<T> {
+    fn inc_ref(&self) {
+        let counted: &Counted<T::Qp> = self;
+        counted.inc();
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller owns a reference, so the object is alive.
+        let counted: &Counted<T::Qp> = unsafe { obj.as_ref() };
+        counted.dec();
+    }
+}
+
 impl<T: Driver> VTable<T> {
+    /// # Safety
+    ///
+    /// `qp` was allocated by ib_core with `size_ib_qp` bytes, its `device` field is a live
+    /// [`Device<T>`] and its driver part is uninitialised; `attr` is valid for reads and writes;
+    /// `udata` is NULL or valid.
+    pub(super) unsafe extern "C" fn create_qp_callback(
+        qp: *mut bindings::ib_qp,
+        attr: *mut bindings::ib_qp_init_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: Per the safety requirements; ib_core does not access `attr` during the
+            // call.
+            let (dev, attr, udata) = unsafe {
+                (
+                    Device::<T>::from_raw((*qp).device),
+                    QpInitAttr::from_raw_mut(attr),
+                    udata_opt(udata),
+                )
+            };
+            let init = Counted::new(<T::Qp as Operations>::create(dev, attr, udata));
+            // SAFETY: Per the safety requirements.
+            unsafe { Qp::<T>::init_data(qp, init) }?;
+            // SAFETY: The QP is initialised; ib_core does not use it concurrently before this
+            // callback returns.
+            let obj = unsafe { Qp::<T>::from_raw(qp) };
+            let data: &T::Qp = obj;
+            // SAFETY: As above.
+            unsafe { (*qp).qp_num = data.number() };
+            if let Err(e) = <T::Qp as Operations>::created(obj) {
+                let counted: &Counted<T::Qp> = obj;
+                counted.release_and_wait();
+                // SAFETY: The data is initialised; on failure ib_core frees the QP without
+                // calling the destroy op, so it is never used again.
+                unsafe { Qp::<T>::drop_data(qp) };
+                return Err(e);
+            }
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// `qp` is a live QP created by `create_qp_callback`; `attr` is valid; `udata` is NULL or
+    /// valid.
+    pub(super) unsafe extern "C" fn modify_qp_callback(
+        qp: *mut bindings::ib_qp,
+        attr: *mut bindings::ib_qp_attr,
+        mask: c_int,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: Per the safety requirements.
+            let (obj, attr, udata) = unsafe {
+                (
+                    Qp::<T>::from_raw(qp),
+                    QpAttr::from_raw(attr),
+                    udata_opt(udata),
+                )
+            };
+            <T::Qp as Operations>::modify(obj, attr, QpAttrMask(mask as u32), udata)?;
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// `qp` was successfully initialised by `create_qp_callback` and is not used by ib_core
+    /// after this returns 0; `udata` is NULL or valid.
+    pub(super) unsafe extern "C" fn destroy_qp_callback(
+        qp: *mut bindings::ib_qp,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: Per the safety requirements.
+        let (obj, udata) = unsafe { (Qp::<T>::from_raw(qp), udata_opt(udata)) };
+        <T::Qp as Operations>::destroy(obj, udata);
+        let counted: &Counted<T::Qp> = obj;
+        counted.release_and_wait();
+        // SAFETY: Per the safety requirements the data is initialised and no references to it
+        // remain, so it is never used again.
+        unsafe { Qp::<T>::drop_data(qp) };
+        0
+    }
+
     /// # Safety
     ///
     /// `qp` is a live QP created by `create_qp_callback`; `attr` and `init` are valid for
     /// writes.
-    pub(crate) unsafe extern "C" fn query_qp_callback(
+    pub(super) unsafe extern "C" fn query_qp_callback(
         qp: *mut bindings::ib_qp,
         attr: *mut bindings::ib_qp_attr,
         mask: c_int,
@@ -551,14 +621,14 @@ impl<T: Driver> VTable<T> {
             }
             // SAFETY: Per the safety requirements.
             let obj = unsafe { Qp::<T>::from_raw(qp) };
-            let q = T::query_qp(obj, mask)?;
+            let q = <T::Qp as Operations>::query(obj, QpAttrMask(mask as u32))?;
             // SAFETY: `attr` and `init` are valid for writes; `qp` is live.
             unsafe {
                 let a = &mut *attr;
-                a.qp_state = q.state;
-                a.cur_qp_state = q.state;
-                a.path_mtu = q.path_mtu;
-                a.qp_access_flags = q.qp_access_flags;
+                a.qp_state = q.state as u32;
+                a.cur_qp_state = q.state as u32;
+                a.path_mtu = q.path_mtu.as_raw();
+                a.qp_access_flags = u32::from(q.qp_access_flags) as c_int;
                 q.cap.write_to(&mut a.cap);
                 a.max_rd_atomic = q.max_rd_atomic;
                 a.max_dest_rd_atomic = q.max_dest_rd_atomic;
@@ -576,5 +646,60 @@ impl<T: Driver> VTable<T> {
             }
             Ok(0)
         })
+    }
+
+    /// # Safety
+    ///
+    /// `qp` is a live QP created by `create_qp_callback`; `wr` is NULL or a valid chain of work
+    /// requests that stays valid during the call; `bad_wr` is NULL or valid for writes.
+    pub(super) unsafe extern "C" fn post_send_callback(
+        qp: *mut bindings::ib_qp,
+        wr: *const bindings::ib_send_wr,
+        bad_wr: *mut *const bindings::ib_send_wr,
+    ) -> c_int {
+        // SAFETY: Per the safety requirements.
+        let obj = unsafe { Qp::<T>::from_raw(qp) };
+        if wr.is_null() {
+            // uverbs posts no WRs when user space asks for none.
+            return from_result(|| <T::Qp as Operations>::post_send_empty(obj).map(|()| 0));
+        }
+        // SAFETY: Per the safety requirements `wr` is a valid chain (not NULL, checked above).
+        let wr = unsafe { SendWr::from_raw(wr) };
+        match <T::Qp as Operations>::post_send(obj, wr) {
+            Ok(()) => 0,
+            Err((e, bad)) => {
+                if !bad_wr.is_null() {
+                    // SAFETY: `bad_wr` is valid for writes; `bad` is one of the caller's WRs.
+                    unsafe { *bad_wr = bad.as_raw().cast_const() };
+                }
+                e.to_errno()
+            }
+        }
+    }
+
+    /// # Safety
+    ///
+    /// `qp` is a live QP created by `create_qp_callback`; `wr` is NULL or a valid chain of work
+    /// requests that stays valid during the call; `bad_wr` is NULL or valid for writes.
+    pub(super) unsafe extern "C" fn post_recv_callback(
+        qp: *mut bindings::ib_qp,
+        wr: *const bindings::ib_recv_wr,
+        bad_wr: *mut *const bindings::ib_recv_wr,
+    ) -> c_int {
+        if wr.is_null() {
+            return 0;
+        }
+        // SAFETY: Per the safety requirements; `wr` is not NULL.
+        let (obj, wr) = unsafe { (Qp::<T>::from_raw(qp), RecvWr::from_raw(wr)) };
+        match <T::Qp as Operations>::post_recv(obj, wr) {
+            Ok(()) => 0,
+            Err((e, bad)) => {
+                if !bad_wr.is_null() {
+                    // SAFETY: `bad_wr` is valid for writes; `bad` is one of the caller's WRs.
+                    unsafe { *bad_wr = bad.as_raw().cast_const() };
+                }
+                e.to_errno()
+            }
+        }
     }
 }

@@ -7,35 +7,128 @@
 use super::{
     attr::EventType,
     device::{
-        Driver,
-        VTable, //
+        Device,
+        Driver, //
     },
     object::{
-        Pd,
-        RecvWr,
-        Srq,
-        SrqInitAttr, //
+        raw_wrapper,
+        udata_opt,
+        Object,
+        PdKind,
+        SrqKind, //
     },
+    pd::Pd,
     udata::Udata,
+    vtable::VTable,
+    wr::{
+        PostError,
+        RecvWr, //
+    },
 };
 use crate::{
     bindings,
     error::from_result,
+    impl_flags,
     prelude::*, //
 };
 
-/// SRQ attribute mask bits (`enum ib_srq_attr_mask`).
-pub mod attr_mask {
-    use crate::bindings;
+/// A `struct ib_srq` with the driver's [`Driver::Srq`] data.
+pub type Srq<T> = Object<T, SrqKind>;
 
-    /// Resize the SRQ (`IB_SRQ_MAX_WR`).
-    pub const MAX_WR: u32 = bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR;
-    /// Arm the limit event (`IB_SRQ_LIMIT`).
-    pub const LIMIT: u32 = bindings::ib_srq_attr_mask_IB_SRQ_LIMIT;
+/// The operations of a shared receive queue; implemented by the driver's per-SRQ data.
+///
+/// A driver without SRQs implements none of the methods: the device then has no SRQ operations.
+#[vtable]
+pub trait Operations: Sized + Send + Sync {
+    /// The driver.
+    type Driver: Driver;
+
+    /// Creates the data of a new shared receive queue. The driver may update the attributes in
+    /// `attr` to the values it actually provides.
+    fn create(
+        _dev: &Device<Self::Driver>,
+        _attr: &mut SrqInitAttr,
+        _udata: Option<&Udata>,
+    ) -> impl PinInit<Self, Error> {
+        // Never called: `HAS_CREATE` is false unless the driver overrides this method.
+        Err::<Self, Error>(EOPNOTSUPP)
+    }
+
+    /// Called before the data of a shared receive queue is dropped.
+    fn destroy(_srq: &Srq<Self::Driver>, _udata: Option<&Udata>) {}
+
+    /// Modifies the attributes named in `mask` of a shared receive queue.
+    fn modify(
+        _srq: &Srq<Self::Driver>,
+        _attr: &SrqAttrs,
+        _mask: SrqAttrMask,
+        _udata: Option<&Udata>,
+    ) -> Result {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Returns the attributes of a shared receive queue.
+    fn query(_srq: &Srq<Self::Driver>) -> Result<SrqAttrs> {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Posts a chain of receive work requests. On failure returns the error and the first
+    /// request that was not posted.
+    fn post_recv<'a>(
+        _srq: &Srq<Self::Driver>,
+        _wr: &'a RecvWr,
+    ) -> Result<(), PostError<'a, RecvWr>> {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
 }
 
-/// The basic SRQ type (`IB_SRQT_BASIC`).
-pub const SRQT_BASIC: u32 = bindings::ib_srq_type_IB_SRQT_BASIC;
+/// SRQ types (`enum ib_srq_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum SrqType {
+    /// A plain shared receive queue (`IB_SRQT_BASIC`).
+    Basic = bindings::ib_srq_type_IB_SRQT_BASIC,
+    /// An XRC SRQ (`IB_SRQT_XRC`).
+    Xrc = bindings::ib_srq_type_IB_SRQT_XRC,
+    /// A tag matching SRQ (`IB_SRQT_TM`).
+    Tm = bindings::ib_srq_type_IB_SRQT_TM,
+}
+
+impl TryFrom<u32> for SrqType {
+    type Error = Error;
+
+    fn try_from(v: u32) -> Result<Self> {
+        Ok(match v {
+            bindings::ib_srq_type_IB_SRQT_BASIC => Self::Basic,
+            bindings::ib_srq_type_IB_SRQT_XRC => Self::Xrc,
+            bindings::ib_srq_type_IB_SRQT_TM => Self::Tm,
+            _ => return Err(EINVAL),
+        })
+    }
+}
+
+impl_flags!(
+    /// A set of SRQ attributes to modify (`enum ib_srq_attr_mask`), possibly with bits no
+    /// [`SrqAttrFlag`] names.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct SrqAttrMask(u32);
+
+    /// An SRQ attribute.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum SrqAttrFlag {
+        /// Resize the SRQ (`IB_SRQ_MAX_WR`).
+        MaxWr = bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR,
+        /// Arm the limit event (`IB_SRQ_LIMIT`).
+        Limit = bindings::ib_srq_attr_mask_IB_SRQ_LIMIT,
+    }
+);
+
+impl SrqAttrMask {
+    /// Returns whether the mask has bits no [`SrqAttrFlag`] names.
+    pub fn has_unknown(self) -> bool {
+        self.0 & !Self::all_bits() != 0
+    }
+}
 
 /// SRQ attributes (`struct ib_srq_attr`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -64,6 +157,11 @@ impl SrqAttrs {
     }
 }
 
+raw_wrapper!(
+    /// Attributes of an SRQ to create (`struct ib_srq_init_attr`).
+    SrqInitAttr, ib_srq_init_attr
+);
+
 impl SrqInitAttr {
     /// Returns the requested attributes.
     pub fn attr(&self) -> SrqAttrs {
@@ -77,10 +175,10 @@ impl SrqInitAttr {
         attr.write_to(unsafe { &mut (*self.as_raw()).attr });
     }
 
-    /// Returns the SRQ type (`IB_SRQT_*`).
-    pub fn srq_type(&self) -> u32 {
+    /// Returns the SRQ type, `EINVAL` for one [`SrqType`] does not know.
+    pub fn srq_type(&self) -> Result<SrqType> {
         // SAFETY: By the type invariant the struct is valid.
-        unsafe { (*self.as_raw()).srq_type }
+        SrqType::try_from(unsafe { (*self.as_raw()).srq_type })
     }
 }
 
@@ -95,7 +193,7 @@ impl<T: Driver> Srq<T> {
     pub fn pd(&self) -> Option<&Pd<T>> {
         // SAFETY: ib_core holds a use count on the SRQ's PD for the SRQ's lifetime
         // (`ib_create_srq_user()` takes it, `ib_destroy_srq_user()` drops it after the destroy op).
-        unsafe { super::qp::peer::<T, super::object::PdKind>(self.device(), (*self.as_raw()).pd) }
+        unsafe { Object::<T, PdKind>::peer(self.device(), (*self.as_raw()).pd) }
     }
 
     /// Reports an asynchronous event (e.g. [`EventType::SRQ_LIMIT_REACHED`]) to the SRQ's event
@@ -116,26 +214,55 @@ impl<T: Driver> Srq<T> {
     }
 }
 
-/// Converts a possibly-NULL `struct ib_udata` pointer into an optional [`Udata`].
-///
-/// # Safety
-///
-/// `udata` must be NULL or valid for `'a`.
-unsafe fn udata_opt<'a>(udata: *mut bindings::ib_udata) -> Option<&'a Udata> {
-    if udata.is_null() {
-        None
-    } else {
-        // SAFETY: Valid per the safety requirements.
-        Some(unsafe { Udata::from_raw(udata) })
-    }
-}
-
 impl<T: Driver> VTable<T> {
+    /// # Safety
+    ///
+    /// `srq` was allocated by ib_core with `size_ib_srq` bytes, its `device` field is a live
+    /// [`Device<T>`] and its driver part is uninitialised; `attr` is valid for reads and writes;
+    /// `udata` is NULL or valid.
+    pub(super) unsafe extern "C" fn create_srq_callback(
+        srq: *mut bindings::ib_srq,
+        attr: *mut bindings::ib_srq_init_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: Per the safety requirements; ib_core does not access `attr` during the
+            // call.
+            let (dev, attr, udata) = unsafe {
+                (
+                    Device::<T>::from_raw((*srq).device),
+                    SrqInitAttr::from_raw_mut(attr),
+                    udata_opt(udata),
+                )
+            };
+            let init = <T::Srq as Operations>::create(dev, attr, udata);
+            // SAFETY: Per the safety requirements.
+            unsafe { Srq::<T>::init_data(srq, init) }?;
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// `srq` was successfully initialised by `create_srq_callback` and is not used by ib_core
+    /// after this returns 0; `udata` is NULL or valid.
+    pub(super) unsafe extern "C" fn destroy_srq_callback(
+        srq: *mut bindings::ib_srq,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: Per the safety requirements.
+        let (obj, udata) = unsafe { (Srq::<T>::from_raw(srq), udata_opt(udata)) };
+        <T::Srq as Operations>::destroy(obj, udata);
+        // SAFETY: Per the safety requirements the data is initialised and never used again.
+        unsafe { Srq::<T>::drop_data(srq) };
+        0
+    }
+
     /// # Safety
     ///
     /// `srq` is a live SRQ created by `create_srq_callback`; `attr` is valid; `udata` is NULL
     /// or valid.
-    pub(crate) unsafe extern "C" fn modify_srq_callback(
+    pub(super) unsafe extern "C" fn modify_srq_callback(
         srq: *mut bindings::ib_srq,
         attr: *mut bindings::ib_srq_attr,
         mask: bindings::ib_srq_attr_mask,
@@ -150,7 +277,7 @@ impl<T: Driver> VTable<T> {
                     udata_opt(udata),
                 )
             };
-            T::modify_srq(obj, &a, mask, udata)?;
+            <T::Srq as Operations>::modify(obj, &a, SrqAttrMask(mask), udata)?;
             Ok(0)
         })
     }
@@ -158,14 +285,14 @@ impl<T: Driver> VTable<T> {
     /// # Safety
     ///
     /// `srq` is a live SRQ created by `create_srq_callback`; `attr` is valid for writes.
-    pub(crate) unsafe extern "C" fn query_srq_callback(
+    pub(super) unsafe extern "C" fn query_srq_callback(
         srq: *mut bindings::ib_srq,
         attr: *mut bindings::ib_srq_attr,
     ) -> c_int {
         from_result(|| {
             // SAFETY: Per the safety requirements.
             let obj = unsafe { Srq::<T>::from_raw(srq) };
-            let a = T::query_srq(obj)?;
+            let a = <T::Srq as Operations>::query(obj)?;
             // SAFETY: `attr` is valid for writes.
             a.write_to(unsafe { &mut *attr });
             Ok(0)
@@ -174,9 +301,9 @@ impl<T: Driver> VTable<T> {
 
     /// # Safety
     ///
-    /// `srq` is a live SRQ created by `create_srq_callback`; `wr` is a valid chain of work
-    /// requests that stays valid during the call; `bad_wr` is NULL or valid for writes.
-    pub(crate) unsafe extern "C" fn post_srq_recv_callback(
+    /// `srq` is a live SRQ created by `create_srq_callback`; `wr` is NULL or a valid chain of
+    /// work requests that stays valid during the call; `bad_wr` is NULL or valid for writes.
+    pub(super) unsafe extern "C" fn post_srq_recv_callback(
         srq: *mut bindings::ib_srq,
         wr: *const bindings::ib_recv_wr,
         bad_wr: *mut *const bindings::ib_recv_wr,
@@ -186,7 +313,7 @@ impl<T: Driver> VTable<T> {
         }
         // SAFETY: Per the safety requirements; `wr` is not NULL.
         let (obj, wr) = unsafe { (Srq::<T>::from_raw(srq), RecvWr::from_raw(wr)) };
-        match T::post_srq_recv(obj, wr) {
+        match <T::Srq as Operations>::post_recv(obj, wr) {
             Ok(()) => 0,
             Err((e, bad)) => {
                 if !bad_wr.is_null() {

@@ -12,15 +12,18 @@
 //! short-lived `kmap_local_page()` mappings, and [`Umem::write_from_skb`], which places received
 //! data from a socket buffer the same way, without a staging copy.
 
-use super::device::{
-    Device,
-    Driver, //
+use super::{
+    device::{
+        Device,
+        Driver, //
+    },
+    mr::AccessFlags,
 };
 use crate::{
     alloc::KVVec,
     bindings,
     error::from_err_ptr,
-    net::tcp::{
+    net::skb::{
         PageFrag,
         SkbData, //
     },
@@ -58,11 +61,16 @@ unsafe impl Sync for Umem {}
 impl Umem {
     /// Pins `len` bytes of user memory of the current process at `addr` (`ib_umem_get_va()`).
     ///
-    /// `access` are the `IB_ACCESS_*` flags of the registration; with `IB_ACCESS_LOCAL_WRITE`,
-    /// `IB_ACCESS_REMOTE_WRITE` or `IB_ACCESS_REMOTE_ATOMIC` the pages are pinned for writing.
+    /// `access` are the access flags of the registration; with local write, remote write or
+    /// remote atomic access the pages are pinned for writing (`ib_umem_get()`).
     /// Fails with `EINVAL` for an empty or wrapping range, and with the errors of
     /// `ib_umem_get()` (`ENOMEM` beyond `RLIMIT_MEMLOCK`, `EFAULT` for unmapped memory).
-    pub fn get<T: Driver>(dev: &Device<T>, addr: u64, len: u64, access: i32) -> Result<Self> {
+    pub fn get<T: Driver>(
+        dev: &Device<T>,
+        addr: u64,
+        len: u64,
+        access: AccessFlags,
+    ) -> Result<Self> {
         if len == 0 || addr.checked_add(len).is_none() {
             return Err(EINVAL);
         }
@@ -78,7 +86,14 @@ impl Umem {
         // SAFETY: `dev` is a live device; a NULL attribute bundle selects the plain virtual
         // address `addr`.
         let raw = from_err_ptr(unsafe {
-            bindings::ib_umem_get_attr_or_va(dev.as_raw(), core::ptr::null(), 0, addr, ulen, access)
+            bindings::ib_umem_get_attr_or_va(
+                dev.as_raw(),
+                core::ptr::null(),
+                0,
+                addr,
+                ulen,
+                u32::from(access) as c_int,
+            )
         })?;
         let raw = NonNull::new(raw).ok_or(EINVAL)?;
         // INVARIANT: `pages` is filled below from the umem's scatterlist before `this` is
@@ -231,7 +246,7 @@ impl Umem {
     /// Calls `f(page, offset_in_page, len)` for each page piece of region bytes
     /// `[off, off + len)`, in order, handing over a reference on the page taken for the piece
     /// ([`UmemPageRef`]), so that the bytes can be sent by reference
-    /// ([`SocketGuard::send_pages`](crate::net::tcp::SocketGuard::send_pages)) after this
+    /// (for example with [`SocketGuard::send_pages`](crate::net::tcp::SocketGuard::send_pages)) after this
     /// borrow of the region ended. Does not sleep (if `f` does not).
     ///
     /// Fails with `EINVAL` if the range is not inside the region, and with the errors of `f`.

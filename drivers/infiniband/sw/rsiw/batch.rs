@@ -13,9 +13,9 @@
 
 use kernel::{
     net::{
+        skb::PageFrag,
         socket::SendFlags,
         tcp::{
-            PageFrag,
             SocketGuard,
             StagingPage,
             MAX_SEND_PAGES, //

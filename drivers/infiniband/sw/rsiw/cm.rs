@@ -96,7 +96,7 @@ use kernel::{
             EventKind,
             MAX_PRIVATE_DATA, //
         },
-        object::Qp,
+        qp::Qp,
     },
     sync::{
         aref::ARef,

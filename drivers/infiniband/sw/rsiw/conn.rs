@@ -77,7 +77,7 @@ use kernel::{
     prelude::*,
     rdma::{
         attr::EventType,
-        object::Qp, //
+        qp::Qp, //
     },
     sync::{
         aref::ARef,

@@ -29,19 +29,19 @@ use kernel::{
     rdma::{
         attr::EventType,
         cq::{
-            notify,
+            Cq,
+            CqCreateFlags,
+            CqInitAttr,
+            CqNotifyFlag,
+            CqNotifyFlags,
             QpToken,
+            Wc,
             WcOpcode,
             WcStatus,
             WorkCompletion, //
         },
         device::Device,
-        object::{
-            Cq,
-            CqInitAttr,
-            Qp,
-            Wc, //
-        },
+        qp::Qp,
         udata::Udata,
     },
     sync::SpinLockIrq,
@@ -123,7 +123,7 @@ impl RsiwCq {
         attr: &CqInitAttr,
         udata: Option<&Udata>,
     ) -> Result<(Ring<Cqe>, KVVec<Option<QpToken>>)> {
-        if attr.flags() != 0 {
+        if attr.flags() != CqCreateFlags::empty() {
             return Err(EOPNOTSUPP);
         }
         let n = attr.cqe();
@@ -227,15 +227,15 @@ impl RsiwCq {
 
     /// Arms the CQ (`siw_req_notify_cq()`). Returns `true` if missed events were to be reported
     /// and completions are pending.
-    pub(crate) fn req_notify(cq: &Cq<RsiwDevice>, flags: u32) -> Result<bool> {
+    pub(crate) fn req_notify(cq: &Cq<RsiwDevice>, flags: CqNotifyFlags) -> Result<bool> {
         let this: &RsiwCq = cq;
-        let v = if flags & notify::SOLICITED_MASK == notify::SOLICITED {
+        let v = if flags.solicited_only() {
             arm::SOLICITED
         } else {
             arm::SOLICITED | arm::NEXT_COMPLETION
         };
         this.ring.xchg_extra_u32(CTRL, v);
-        if flags & notify::REPORT_MISSED_EVENTS != 0 {
+        if flags.contains(CqNotifyFlag::ReportMissedEvents) {
             let st = this.state.lock();
             return Ok(this.user || this.ring.is_valid(st.get));
         }

@@ -42,56 +42,82 @@ use kernel::{
     },
     rdma::{
         attr::{
-            core_cap,
-            device_cap,
-            kernel_cap,
-            port_cap,
             AtomicCap,
+            CoreCapFlags,
             DeviceAttr,
+            DeviceCapFlag,
             EventType,
             Gid,
+            KernelCapFlag,
             Mtu,
             PortAttr,
+            PortCapFlag,
             PortImmutable,
             PortState, //
+        },
+        cq::{
+            self,
+            Cq,
+            CqInitAttr,
+            CqNotifyFlags,
+            Wc, //
         },
         device::{
             Device,
             Driver,
             DriverId,
-            IwFlags,
             NodeType,
-            PostError,
             UnregisteredDevice,
             UverbsCmd, //
         },
         iwcm::{
+            self,
             CmId,
-            ConnParam, //
+            ConnParam,
+            IwFlag, //
         },
         link::{
             LinkOps,
             NewLink, //
         },
-        object::{
-            Cq,
-            CqInitAttr,
+        mr::{
+            self,
+            AccessFlags,
+            KernelVa,
+            MapStep,
             Mr,
-            Pd,
+            MrType, //
+        },
+        pd::{
+            self,
+            Pd, //
+        },
+        qp::{
+            self,
             Qp,
             QpAttr,
+            QpAttrMask,
             QpInitAttr,
-            RecvWr,
-            SendWr,
-            Srq,
-            SrqInitAttr,
-            Ucontext,
-            Wc, //
+            QpQuery, //
         },
-        qp::QpQuery,
-        srq::SrqAttrs,
+        srq::{
+            self,
+            Srq,
+            SrqAttrMask,
+            SrqAttrs,
+            SrqInitAttr, //
+        },
+        ucontext::{
+            self,
+            Ucontext, //
+        },
         udata::Udata,
         umem::Umem,
+        wr::{
+            PostError,
+            RecvWr,
+            SendWr, //
+        },
     },
     sync::{
         aref::ARef,
@@ -274,6 +300,7 @@ impl Driver for RsiwDevice {
     type Qp = RsiwQp;
     type Srq = RsiwSrq;
     type Mr = RsiwMr;
+    type IwCm = Self;
 
     fn query_device(dev: &Device<Self>, udata: Option<&Udata>) -> Result<DeviceAttr> {
         if let Some(udata) = udata {
@@ -287,8 +314,8 @@ impl Driver for RsiwDevice {
             vendor_part_id: dev.part_id,
             max_qp: limits::MAX_QP,
             max_qp_wr: limits::MAX_QP_WR,
-            device_cap_flags: device_cap::MEM_MGT_EXTENSIONS,
-            kernel_cap_flags: kernel_cap::ALLOW_USER_UNREG,
+            device_cap_flags: DeviceCapFlag::MemMgtExtensions.into(),
+            kernel_cap_flags: KernelCapFlag::AllowUserUnreg.into(),
             max_send_sge: limits::MAX_SGE,
             max_recv_sge: limits::MAX_SGE,
             max_sge_rd: limits::MAX_SGE_RD,
@@ -318,7 +345,7 @@ impl Driver for RsiwDevice {
             max_mtu: Mtu::from_bytes(ndev.max_mtu()),
             active_mtu: Mtu::from_bytes(ndev.mtu()),
             gid_tbl_len: limits::GID_TABLE_LEN,
-            port_cap_flags: port_cap::CM_SUP | port_cap::DEVICE_MGMT_SUP,
+            port_cap_flags: PortCapFlag::CmSup | PortCapFlag::DeviceMgmtSup,
             max_msg_sz: limits::MAX_MSG_SIZE,
             active_width,
             active_speed,
@@ -329,7 +356,7 @@ impl Driver for RsiwDevice {
         let attr = Self::query_port(dev, port)?;
         Ok(PortImmutable {
             gid_tbl_len: attr.gid_tbl_len,
-            core_cap_flags: core_cap::PORT_IWARP,
+            core_cap_flags: CoreCapFlags::PORT_IWARP,
             ..PortImmutable::default()
         })
     }
@@ -340,8 +367,13 @@ impl Driver for RsiwDevice {
         }
         Ok(dev.gid())
     }
+}
 
-    fn alloc_ucontext(dev: &Device<Self>, udata: &Udata) -> impl PinInit<RsiwUcontext, Error> {
+#[vtable]
+impl ucontext::Operations for RsiwUcontext {
+    type Driver = RsiwDevice;
+
+    fn alloc(dev: &Device<RsiwDevice>, udata: &Udata) -> impl PinInit<Self, Error> {
         dev.contexts.take().and_then(|()| {
             let resp = UrespAllocCtx {
                 dev_id: dev.part_id,
@@ -367,7 +399,7 @@ impl Driver for RsiwDevice {
         })
     }
 
-    fn dealloc_ucontext(uctx: &Ucontext<Self>) {
+    fn dealloc(uctx: &Ucontext<RsiwDevice>) {
         uctx.device().contexts.put();
     }
 
@@ -376,9 +408,16 @@ impl Driver for RsiwDevice {
     // (a connected QP is detached from its connection, which is closed, so the peer sees the
     // disconnect) and zapped the queue mappings; the context holds nothing else to revoke.
     // Providing the op is what lets the removal go on instead of waiting for the process.
-    fn disassociate_ucontext(_uctx: &Ucontext<Self>) {}
+    fn disassociate(_uctx: &Ucontext<RsiwDevice>) {}
 
-    fn alloc_pd(dev: &Device<Self>, udata: Option<&Udata>) -> impl PinInit<RsiwPd, Error> {
+    // The queues are mapped by key, the default `mmap` (siw's ABI).
+}
+
+#[vtable]
+impl pd::Operations for RsiwPd {
+    type Driver = RsiwDevice;
+
+    fn alloc(dev: &Device<RsiwDevice>, udata: Option<&Udata>) -> impl PinInit<Self, Error> {
         let res = match udata {
             Some(udata) => udata.check_no_io(),
             None => Ok(()),
@@ -386,71 +425,57 @@ impl Driver for RsiwDevice {
         res.and_then(|()| dev.pds.take()).map(|()| RsiwPd)
     }
 
-    fn dealloc_pd(pd: &Pd<Self>, _udata: Option<&Udata>) {
+    fn dealloc(pd: &Pd<RsiwDevice>, _udata: Option<&Udata>) {
         pd.device().pds.put();
     }
+}
 
-    fn create_cq(
-        dev: &Device<Self>,
+#[vtable]
+impl cq::Operations for RsiwCq {
+    type Driver = RsiwDevice;
+
+    fn create(
+        dev: &Device<RsiwDevice>,
         attr: &CqInitAttr,
         udata: Option<&Udata>,
-    ) -> impl PinInit<RsiwCq, Error> {
+    ) -> impl PinInit<Self, Error> {
         RsiwCq::new(dev, attr, udata)
     }
 
-    fn destroy_cq(cq: &Cq<Self>, _udata: Option<&Udata>) {
+    fn entries(&self) -> u32 {
+        self.size()
+    }
+
+    fn destroy(cq: &Cq<RsiwDevice>, _udata: Option<&Udata>) {
         cq.device().cqs.put();
     }
 
-    fn cq_size(cq: &RsiwCq) -> u32 {
-        cq.size()
-    }
-
-    fn poll_cq(cq: &Cq<Self>, wc: &mut [Wc]) -> Result<usize> {
+    fn poll(cq: &Cq<RsiwDevice>, wc: &mut [Wc]) -> Result<usize> {
         RsiwCq::poll(cq, wc)
     }
 
-    fn req_notify_cq(cq: &Cq<Self>, flags: u32) -> Result<bool> {
+    fn req_notify(cq: &Cq<RsiwDevice>, flags: CqNotifyFlags) -> Result<bool> {
         RsiwCq::req_notify(cq, flags)
     }
+}
 
-    fn create_qp(
-        dev: &Device<Self>,
+#[vtable]
+impl qp::Operations for RsiwQp {
+    type Driver = RsiwDevice;
+
+    fn create(
+        dev: &Device<RsiwDevice>,
         attr: &mut QpInitAttr,
         udata: Option<&Udata>,
-    ) -> impl PinInit<RsiwQp, Error> {
+    ) -> impl PinInit<Self, Error> {
         RsiwQp::new(dev, attr, udata)
     }
 
-    fn qp_num(qp: &RsiwQp) -> u32 {
-        qp.qp_num()
+    fn number(&self) -> u32 {
+        self.qp_num()
     }
 
-    fn iw_get_qp(dev: &Device<Self>, qpn: u32) -> Option<ARef<Qp<Self>>> {
-        dev.qp_by_num(qpn)
-    }
-
-    fn iw_create_listen(dev: &Device<Self>, id: &CmId, backlog: u32) -> Result {
-        cm::create_listen(dev, id, backlog)
-    }
-
-    fn iw_destroy_listen(dev: &Device<Self>, id: &CmId) -> Result {
-        cm::destroy_listen(dev, id)
-    }
-
-    fn iw_connect(dev: &Device<Self>, id: &CmId, param: &ConnParam<'_>) -> Result {
-        cm::connect(dev, id, param)
-    }
-
-    fn iw_accept(dev: &Device<Self>, id: &CmId, param: &ConnParam<'_>) -> Result {
-        cm::accept(dev, id, param)
-    }
-
-    fn iw_reject(dev: &Device<Self>, id: &CmId, private_data: &[u8]) -> Result {
-        cm::reject(dev, id, private_data)
-    }
-
-    fn qp_created(qp: &Qp<Self>) -> Result {
+    fn created(qp: &Qp<RsiwDevice>) -> Result {
         let node = RBTreeNode::new(qp.qp_num(), ARef::from(qp), GFP_KERNEL)?;
         // QP numbers are unique (a 32-bit counter), so nothing is replaced; if a number ever
         // came back while its QP lives, the old entry is dropped outside the lock.
@@ -459,15 +484,20 @@ impl Driver for RsiwDevice {
         Ok(())
     }
 
-    fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: i32, _udata: Option<&Udata>) -> Result {
+    fn modify(
+        qp: &Qp<RsiwDevice>,
+        attr: &QpAttr,
+        mask: QpAttrMask,
+        _udata: Option<&Udata>,
+    ) -> Result {
         RsiwQp::modify(qp, attr, mask)
     }
 
-    fn query_qp(qp: &Qp<Self>, _mask: i32) -> Result<QpQuery> {
+    fn query(qp: &Qp<RsiwDevice>, _mask: QpAttrMask) -> Result<QpQuery> {
         RsiwQp::query(qp)
     }
 
-    fn destroy_qp(qp: &Qp<Self>, _udata: Option<&Udata>) {
+    fn destroy(qp: &Qp<RsiwDevice>, _udata: Option<&Udata>) {
         // The data path holds a QP reference, which destroy waits for.
         RsiwQp::detach_conn(qp);
         // So does a connection still in its MPA exchange: abort it.
@@ -479,47 +509,63 @@ impl Driver for RsiwDevice {
         dev.qps.put();
     }
 
-    fn post_send<'a>(qp: &Qp<Self>, wr: &'a SendWr) -> Result<(), PostError<'a, SendWr>> {
+    fn post_send<'a>(qp: &Qp<RsiwDevice>, wr: &'a SendWr) -> Result<(), PostError<'a, SendWr>> {
         RsiwQp::post_send(qp, wr)
     }
 
-    fn doorbell(qp: &Qp<Self>) -> Result {
+    // The siw provider rings the send queue doorbell of a user QP with an empty post.
+    fn post_send_empty(qp: &Qp<RsiwDevice>) -> Result {
         RsiwQp::doorbell(qp)
     }
 
-    fn post_recv<'a>(qp: &Qp<Self>, wr: &'a RecvWr) -> Result<(), PostError<'a, RecvWr>> {
+    fn post_recv<'a>(qp: &Qp<RsiwDevice>, wr: &'a RecvWr) -> Result<(), PostError<'a, RecvWr>> {
         RsiwQp::post_recv(qp, wr)
     }
+}
 
-    fn create_srq(
-        dev: &Device<Self>,
+#[vtable]
+impl srq::Operations for RsiwSrq {
+    type Driver = RsiwDevice;
+
+    fn create(
+        dev: &Device<RsiwDevice>,
         attr: &mut SrqInitAttr,
         udata: Option<&Udata>,
-    ) -> impl PinInit<RsiwSrq, Error> {
+    ) -> impl PinInit<Self, Error> {
         RsiwSrq::new(dev, attr, udata)
     }
 
-    fn destroy_srq(srq: &Srq<Self>, _udata: Option<&Udata>) {
+    fn destroy(srq: &Srq<RsiwDevice>, _udata: Option<&Udata>) {
         srq.device().srqs.put();
     }
 
-    fn modify_srq(srq: &Srq<Self>, attr: &SrqAttrs, mask: u32, _udata: Option<&Udata>) -> Result {
+    fn modify(
+        srq: &Srq<RsiwDevice>,
+        attr: &SrqAttrs,
+        mask: SrqAttrMask,
+        _udata: Option<&Udata>,
+    ) -> Result {
         srq.modify(attr, mask)
     }
 
-    fn query_srq(srq: &Srq<Self>) -> Result<SrqAttrs> {
+    fn query(srq: &Srq<RsiwDevice>) -> Result<SrqAttrs> {
         Ok(srq.query())
     }
 
-    fn post_srq_recv<'a>(srq: &Srq<Self>, wr: &'a RecvWr) -> Result<(), PostError<'a, RecvWr>> {
+    fn post_recv<'a>(srq: &Srq<RsiwDevice>, wr: &'a RecvWr) -> Result<(), PostError<'a, RecvWr>> {
         RsiwSrq::post_recv(srq, wr)
     }
+}
 
-    fn get_dma_mr(
-        pd: &Pd<Self>,
-        access: i32,
-        kva: kernel::rdma::mr::KernelVa,
-    ) -> impl PinInit<RsiwMr, Error> {
+#[vtable]
+impl mr::Operations for RsiwMr {
+    type Driver = RsiwDevice;
+
+    fn get_dma(
+        pd: &Pd<RsiwDevice>,
+        access: AccessFlags,
+        kva: KernelVa,
+    ) -> impl PinInit<Self, Error> {
         let dev = pd.device();
         mem::mr_rights(access)
             .and_then(|rights| dev.mrs.take().map(|()| rights))
@@ -530,14 +576,14 @@ impl Driver for RsiwDevice {
             })
     }
 
-    fn reg_user_mr(
-        pd: &Pd<Self>,
+    fn reg_user(
+        pd: &Pd<RsiwDevice>,
         start: u64,
         length: u64,
         virt_addr: u64,
-        access: i32,
+        access: AccessFlags,
         udata: &Udata,
-    ) -> impl PinInit<RsiwMr, Error> {
+    ) -> impl PinInit<Self, Error> {
         let dev = pd.device();
         let reg = || -> Result<RsiwMr> {
             let rights = mem::mr_rights(access)?;
@@ -565,21 +611,21 @@ impl Driver for RsiwDevice {
         reg()
     }
 
-    fn dereg_mr(mr: &Mr<Self>, _udata: Option<&Udata>) {
+    fn keys(&self) -> (u32, u32) {
+        (self.stag(), self.stag())
+    }
+
+    fn dereg(mr: &Mr<RsiwDevice>, _udata: Option<&Udata>) {
         let dev = mr.device();
         dev.mem.remove(mr);
         dev.mrs.put();
     }
 
-    fn mr_keys(mr: &RsiwMr) -> (u32, u32) {
-        (mr.stag(), mr.stag())
-    }
-
-    fn alloc_mr(pd: &Pd<Self>, mr_type: u32, max_num_sg: u32) -> impl PinInit<RsiwMr, Error> {
+    fn alloc(pd: &Pd<RsiwDevice>, mr_type: MrType, max_num_sg: u32) -> impl PinInit<Self, Error> {
         let dev = pd.device();
         let alloc = || -> Result<RsiwMr> {
             // Like siw: only plain fast registration (no gaps, no integrity).
-            if mr_type != kernel::rdma::mr::mr_type::MEM_REG {
+            if mr_type != MrType::MemReg {
                 return Err(EOPNOTSUPP);
             }
             if max_num_sg == 0 || max_num_sg > limits::MAX_FAST_REG_PAGE_LIST_LEN {
@@ -593,8 +639,37 @@ impl Driver for RsiwDevice {
         alloc()
     }
 
-    fn map_mr_step(mr: &Mr<Self>, step: kernel::rdma::mr::MapStep) -> Result {
+    fn map_step(mr: &Mr<RsiwDevice>, step: MapStep) -> Result {
         mr.mem().map_step(step)
+    }
+}
+
+#[vtable]
+impl iwcm::Operations for RsiwDevice {
+    type Driver = Self;
+
+    fn create_listen(dev: &Device<Self>, id: &CmId, backlog: u32) -> Result {
+        cm::create_listen(dev, id, backlog)
+    }
+
+    fn destroy_listen(dev: &Device<Self>, id: &CmId) -> Result {
+        cm::destroy_listen(dev, id)
+    }
+
+    fn connect(dev: &Device<Self>, id: &CmId, param: &ConnParam<'_>) -> Result {
+        cm::connect(dev, id, param)
+    }
+
+    fn accept(dev: &Device<Self>, id: &CmId, param: &ConnParam<'_>) -> Result {
+        cm::accept(dev, id, param)
+    }
+
+    fn reject(dev: &Device<Self>, id: &CmId, private_data: &[u8]) -> Result {
+        cm::reject(dev, id, private_data)
+    }
+
+    fn get_qp(dev: &Device<Self>, qpn: u32) -> Option<ARef<Qp<Self>>> {
+        dev.qp_by_num(qpn)
     }
 }
 
@@ -624,17 +699,17 @@ impl LinkOps for RsiwLink {
         let part_id = NEXT_PART_ID.fetch_add(1, Relaxed);
 
         let mut dev = UnregisteredDevice::new(link, RsiwDevice::new(mac, part_id)?)?;
-        dev.set_node_type(NodeType::RNIC);
+        dev.set_node_type(NodeType::Rnic);
         dev.set_node_guid(eui48_to_guid(mac));
         dev.set_node_desc(limits::NODE_DESC);
         // The siw provider rings its send queue doorbell with an empty POST_SEND.
-        dev.enable_uverbs_cmd(UverbsCmd::POST_SEND);
+        dev.enable_uverbs_cmd(UverbsCmd::PostSend);
         dev.set_phys_port_cnt(1);
         dev.set_num_comp_vectors(i32::try_from(cpu::nr_cpu_ids()).unwrap_or(1));
         dev.set_netdev(limits::PORT, ndev)?;
         dev.set_iw_ifname(&ndev.name());
         // rsiw uses the host's TCP ports: no iwpmd port mapping.
-        dev.set_iw_driver_flags(IwFlags::NO_PORT_MAP);
+        dev.set_iw_driver_flags(IwFlag::NoPortMap.into());
         dev.register(name)
     }
 }

@@ -77,15 +77,17 @@ use core::{
     },
 };
 use kernel::{
-    net::tcp::SkbData,
+    net::skb::SkbData,
     new_spinlock_irq,
     prelude::*,
+    random,
     rdma::{
         mr::{
-            access,
-            random_u32,
+            AccessFlag,
+            AccessFlags,
             IndexTable,
             KernelVa,
+            MapStep,
             PageList, //
         },
         umem::{
@@ -112,39 +114,38 @@ pub(crate) struct UrespRegMr {
     pub(crate) pad: u32,
 }
 
-/// The access flags rsiw supports in a registration.
-const SUPPORTED_ACCESS: i32 = access::LOCAL_WRITE
-    | access::REMOTE_WRITE
-    | access::REMOTE_READ
-    | access::REMOTE_ATOMIC
-    | access::FLUSH_GLOBAL
-    | access::FLUSH_PERSISTENT
-    | access::HUGETLB
-    | access::OPTIONAL;
+/// The access flags rsiw supports in a registration: those it grants (see [`granted`]), a hint
+/// (huge pages) and the optional ones (relaxed ordering, ...).
+fn supported() -> AccessFlags {
+    granted() | AccessFlag::HugeTlb | AccessFlags::OPTIONAL
+}
 
-/// Validates the `IB_ACCESS_*` flags of a registration and returns the rights they grant.
+/// The access flags that grant [`Rights`].
+fn granted() -> AccessFlags {
+    AccessFlag::LocalWrite
+        | AccessFlag::RemoteWrite
+        | AccessFlag::RemoteRead
+        | AccessFlag::RemoteAtomic
+        | AccessFlag::FlushGlobal
+        | AccessFlag::FlushPersistent
+}
+
+/// Validates the access flags of a registration and returns the rights they grant.
 ///
 /// Fails with `EINVAL` for remote write or atomic without local write (the verbs rule; ib_core
 /// checks it for user registrations already) and with `EOPNOTSUPP` for unsupported flags
 /// (memory window binding, zero-based addresses, on-demand paging, ...). Hints (huge pages) and
 /// optional flags (relaxed ordering) are ignored.
-pub(crate) fn mr_rights(flags: i32) -> Result<Rights> {
-    if flags & (access::REMOTE_WRITE | access::REMOTE_ATOMIC) != 0
-        && flags & access::LOCAL_WRITE == 0
+pub(crate) fn mr_rights(flags: AccessFlags) -> Result<Rights> {
+    if flags.contains_any(AccessFlag::RemoteWrite | AccessFlag::RemoteAtomic)
+        && !flags.contains(AccessFlag::LocalWrite)
     {
         return Err(EINVAL);
     }
-    if flags & !SUPPORTED_ACCESS != 0 {
+    if u32::from(flags) & !u32::from(supported()) != 0 {
         return Err(EOPNOTSUPP);
     }
-    let bits = flags
-        & (access::LOCAL_WRITE
-            | access::REMOTE_WRITE
-            | access::REMOTE_READ
-            | access::REMOTE_ATOMIC
-            | access::FLUSH_GLOBAL
-            | access::FLUSH_PERSISTENT);
-    Ok(Rights(bits as u32))
+    Ok(Rights(u32::from(flags & granted())))
 }
 
 /// The kind of a memory region.
@@ -232,7 +233,7 @@ impl Mem {
 
     /// Applies a step of `map_mr_sg` (see [`kernel::rdma::mr`]); `EINVAL` unless the region
     /// is a fast-registration MR.
-    pub(crate) fn map_step(&self, step: kernel::rdma::mr::MapStep) -> Result {
+    pub(crate) fn map_step(&self, step: MapStep) -> Result {
         match &mut *self.fr.lock() {
             Some(f) => f.pages.apply(step),
             None => Err(EINVAL),
@@ -456,7 +457,7 @@ impl RsiwMr {
 impl MemTable {
     /// Creates an empty table. Index allocation starts at a random index.
     pub(crate) fn new() -> Result<Self> {
-        let first = stag::INDEX_MIN + random_u32() % (stag::INDEX_MAX - stag::INDEX_MIN);
+        let first = stag::INDEX_MIN + random::get_u32() % (stag::INDEX_MAX - stag::INDEX_MIN);
         Ok(Self {
             table: IndexTable::new(first)?,
         })
@@ -476,7 +477,7 @@ impl MemTable {
             Backing::Umem(u) => (None, Some(u), None),
             Backing::Pages(p) => (None, None, Some(p)),
         };
-        let key = (random_u32() & 0xff) as u8;
+        let key = (random::get_u32() & 0xff) as u8;
         // A fast-registration MR is invalid until `IB_WR_REG_MR` executes.
         let fr = pages.map(|pages| FastReg {
             valid: false,
@@ -737,8 +738,8 @@ impl MemTable {
 pub(crate) struct RegMr {
     /// The new STag (the region's index and the new key).
     pub(crate) stag: u32,
-    /// The `IB_ACCESS_*` flags.
-    pub(crate) access: i32,
+    /// The access flags.
+    pub(crate) access: AccessFlags,
     /// The I/O virtual address of the registration.
     pub(crate) iova: u64,
 }
@@ -748,14 +749,14 @@ impl RegMr {
     pub(crate) fn to_sqe(self, sqe: &mut Sqe) {
         sqe.rkey = self.stag;
         sqe.raddr = self.iova;
-        sqe.sge[0].length = self.access as u32;
+        sqe.sge[0].length = u32::from(self.access);
     }
 
     /// Reads the request from a `SIW_OP_REG_MR` SQE.
     pub(crate) fn from_sqe(sqe: &Sqe) -> Self {
         Self {
             stag: sqe.rkey,
-            access: sqe.sge[0].length as i32,
+            access: AccessFlags::from_raw(sqe.sge[0].length),
             iova: sqe.raddr,
         }
     }
@@ -826,7 +827,7 @@ mod tests {
         }
     }
 
-    fn reg(t: &MemTable, pd: PdId, stag: u32, access: i32, iova: u64) -> Result {
+    fn reg(t: &MemTable, pd: PdId, stag: u32, access: AccessFlags, iova: u64) -> Result {
         t.reg_mr(pd, &RegMr { stag, access, iova })
     }
 
@@ -834,7 +835,7 @@ mod tests {
     fn fast_reg_state_machine() -> Result {
         let t = MemTable::new()?;
         let pd = PdId(0x40);
-        let rw = access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ;
+        let rw = AccessFlag::LocalWrite | AccessFlag::RemoteWrite | AccessFlag::RemoteRead;
         let mr = t.add_fast_reg(pd, 4)?;
         let stag = mr.stag();
         assert_eq!(mr.mem().kind(), Kind::FastReg);
@@ -850,11 +851,17 @@ mod tests {
         // Wrong PD, remote write without local write, unsupported flag, another index.
         assert_eq!(reg(&t, PdId(0x80), stag, rw, 0x10000), Err(EACCES));
         assert_eq!(
-            reg(&t, pd, stag, access::REMOTE_WRITE, 0x10000),
+            reg(&t, pd, stag, AccessFlag::RemoteWrite.into(), 0x10000),
             Err(EINVAL)
         );
         assert_eq!(
-            reg(&t, pd, stag, access::LOCAL_WRITE | access::MW_BIND, 0x10000),
+            reg(
+                &t,
+                pd,
+                stag,
+                AccessFlag::LocalWrite | AccessFlag::MwBind,
+                0x10000
+            ),
             Err(EOPNOTSUPP)
         );
         assert_eq!(reg(&t, pd, stag ^ 0x100, rw, 0x10000), Err(EINVAL));
@@ -908,7 +915,7 @@ mod tests {
         assert_eq!(t.invalidate(pd, new, false), Ok(()));
         assert_eq!(t.invalidate(pd, new, true), Err(Fault::InvalidStag));
         // The mapping stays staged: register again, with the old key; stale copies still fail.
-        reg(&t, pd, stag, access::REMOTE_READ, 0)?;
+        reg(&t, pd, stag, AccessFlag::RemoteRead.into(), 0)?;
         assert!(t.check(pd, stag, Rights::REMOTE_READ, 0, 3000).is_ok());
         assert_eq!(p.write(0, &[1; 4]), Err(ENOENT));
         assert_eq!(all.read(0, &mut back), Err(ENOENT));
@@ -933,7 +940,7 @@ mod tests {
             None => 0,
         };
         assert!(staged > 0 && staged <= 1024);
-        reg(&t, pd, mr.stag(), access::LOCAL_WRITE, 0x2000)?;
+        reg(&t, pd, mr.stag(), AccessFlag::LocalWrite.into(), 0x2000)?;
         assert!(t
             .check(pd, mr.stag(), Rights::LOCAL_WRITE, 0x2000, staged)
             .is_ok());
@@ -991,7 +998,7 @@ mod tests {
         // The SQE encoding of Register MR round-trips.
         let r = RegMr {
             stag: fr.stag(),
-            access: access::LOCAL_WRITE | access::REMOTE_READ,
+            access: AccessFlag::LocalWrite | AccessFlag::RemoteRead,
             iova: 0xffff_8880_0000_1234,
         };
         let mut sqe = Sqe::default();

@@ -25,6 +25,10 @@ use kernel::{
         KVec, //
     },
     net::{
+        skb::{
+            PageFrag,
+            SkbData, //
+        },
         socket::{
             Family,
             SendFlags, //
@@ -34,8 +38,6 @@ use kernel::{
             Callbacks,
             Connect,
             DataReadySock,
-            PageFrag,
-            SkbData,
             SocketGuard,
             StagingPage,
             TcpSocket,

@@ -65,28 +65,33 @@ use kernel::{
     new_mutex, new_spinlock_irq,
     prelude::*,
     rdma::{
-        device::{
-            Device,
-            PostError, //
-        },
-        object::{
-            Qp,
-            QpAttr,
-            QpInitAttr,
-            RecvWr,
-            SendWr, //
+        attr::Mtu,
+        device::Device,
+        mr::{
+            AccessFlag,
+            AccessFlags, //
         },
         qp::{
-            attr_mask,
-            send_flags,
-            state as ib,
-            wr_opcode,
+            Qp,
+            QpAttr,
+            QpAttrFlag,
+            QpAttrMask,
             QpCap,
+            QpCreateFlags,
+            QpInitAttr,
             QpQuery,
-            Sges,
-            QPT_RC, //
+            QpState as IbQpState,
+            QpType, //
         },
         udata::Udata,
+        wr::{
+            PostError,
+            RecvWr,
+            SendWr,
+            SendWrFlag,
+            Sges,
+            WrOpcode, //
+        },
     },
     sync::{
         atomic::{
@@ -121,27 +126,26 @@ pub(crate) enum QpState {
 
 impl QpState {
     /// Maps an `IB_QPS_*` state to the iWARP state, as `siw` does.
-    pub(crate) fn from_ib(s: u32) -> Option<Self> {
-        Some(match s {
-            ib::RESET | ib::INIT => Self::Idle,
-            ib::RTR => Self::Rtr,
-            ib::RTS => Self::Rts,
-            ib::SQD => Self::Closing,
-            ib::SQE => Self::Terminate,
-            ib::ERR => Self::Error,
-            _ => return None,
-        })
+    pub(crate) fn from_ib(s: IbQpState) -> Self {
+        match s {
+            IbQpState::Reset | IbQpState::Init => Self::Idle,
+            IbQpState::Rtr => Self::Rtr,
+            IbQpState::Rts => Self::Rts,
+            IbQpState::Sqd => Self::Closing,
+            IbQpState::Sqe => Self::Terminate,
+            IbQpState::Error => Self::Error,
+        }
     }
 
     /// Maps the iWARP state to the `IB_QPS_*` state reported by `query_qp`.
-    pub(crate) fn to_ib(self) -> u32 {
+    pub(crate) fn to_ib(self) -> IbQpState {
         match self {
-            Self::Idle => ib::INIT,
-            Self::Rtr => ib::RTR,
-            Self::Rts => ib::RTS,
-            Self::Closing => ib::SQD,
-            Self::Terminate => ib::SQE,
-            Self::Error => ib::ERR,
+            Self::Idle => IbQpState::Init,
+            Self::Rtr => IbQpState::Rtr,
+            Self::Rts => IbQpState::Rts,
+            Self::Closing => IbQpState::Sqd,
+            Self::Terminate => IbQpState::Sqe,
+            Self::Error => IbQpState::Error,
         }
     }
 
@@ -276,15 +280,15 @@ pub(crate) struct RsiwQp {
 
 /// Maps a kernel send opcode to the ring opcode (`siw_post_send()`), or `None` if rsiw (like
 /// `siw`) does not support it.
-fn sq_opcode(opcode: u32) -> Option<u8> {
-    Some(match opcode {
-        wr_opcode::SEND => op::SEND,
-        wr_opcode::SEND_WITH_INV => op::SEND_REMOTE_INV,
-        wr_opcode::RDMA_WRITE => op::WRITE,
-        wr_opcode::RDMA_READ => op::READ,
-        wr_opcode::RDMA_READ_WITH_INV => op::READ_LOCAL_INV,
-        wr_opcode::LOCAL_INV => op::INVAL_STAG,
-        wr_opcode::REG_MR => op::REG_MR,
+fn sq_opcode(opcode: Option<WrOpcode>) -> Option<u8> {
+    Some(match opcode? {
+        WrOpcode::Send => op::SEND,
+        WrOpcode::SendWithInv => op::SEND_REMOTE_INV,
+        WrOpcode::RdmaWrite => op::WRITE,
+        WrOpcode::RdmaRead => op::READ,
+        WrOpcode::RdmaReadWithInv => op::READ_LOCAL_INV,
+        WrOpcode::LocalInv => op::INVAL_STAG,
+        WrOpcode::RegMr => op::REG_MR,
         _ => return None,
     })
 }
@@ -399,10 +403,10 @@ impl RsiwQp {
         attr: &mut QpInitAttr,
         udata: Option<&Udata>,
     ) -> Result<(u32, Caps, Ring<Sqe>, Option<Ring<Rqe>>)> {
-        if attr.create_flags() != 0 {
+        if attr.create_flags() != QpCreateFlags::empty() {
             return Err(EOPNOTSUPP);
         }
-        if attr.qp_type() != QPT_RC {
+        if attr.qp_type() != Ok(QpType::Rc) {
             return Err(EOPNOTSUPP);
         }
         let cap = attr.cap();
@@ -525,39 +529,40 @@ impl RsiwQp {
     }
 
     /// Modifies the QP (`siw_verbs_modify_qp()`).
-    pub(crate) fn modify(qp: &Qp<RsiwDevice>, attr: &QpAttr, mask: i32) -> Result {
+    pub(crate) fn modify(qp: &Qp<RsiwDevice>, attr: &QpAttr, mask: QpAttrMask) -> Result {
         let this: &RsiwQp = qp;
-        if mask & !attr_mask::STANDARD_BITS != 0 {
+        if !QpAttrMask::STANDARD.contains_all(mask) {
             return Err(EOPNOTSUPP);
         }
         let _g = this.modify.lock();
         // Check everything before changing anything.
-        if mask & attr_mask::MAX_QP_RD_ATOMIC != 0
+        if mask.contains(QpAttrFlag::MaxQpRdAtomic)
             && u32::from(attr.max_rd_atomic()) > limits::MAX_ORD
         {
             return Err(EINVAL);
         }
-        if mask & attr_mask::MAX_DEST_RD_ATOMIC != 0
+        if mask.contains(QpAttrFlag::MaxDestRdAtomic)
             && u32::from(attr.max_dest_rd_atomic()) > limits::MAX_IRD
         {
             return Err(EINVAL);
         }
-        let next = if mask & attr_mask::STATE != 0 {
-            let req = QpState::from_ib(attr.qp_state()).ok_or(EINVAL)?;
+        let next = if mask.contains(QpAttrFlag::State) {
+            let req = QpState::from_ib(attr.qp_state()?);
             let connected = this.connected.load(Relaxed) != 0;
             Some(next_state(this.state(), req, connected)?)
         } else {
             None
         };
-        if mask & attr_mask::MAX_QP_RD_ATOMIC != 0 {
+        if mask.contains(QpAttrFlag::MaxQpRdAtomic) {
             this.ord.store(u32::from(attr.max_rd_atomic()), Relaxed);
         }
-        if mask & attr_mask::MAX_DEST_RD_ATOMIC != 0 {
+        if mask.contains(QpAttrFlag::MaxDestRdAtomic) {
             this.ird
                 .store(u32::from(attr.max_dest_rd_atomic()), Relaxed);
         }
-        if mask & attr_mask::ACCESS_FLAGS != 0 {
-            this.access.store(attr.qp_access_flags() as u32, Relaxed);
+        if mask.contains(QpAttrFlag::AccessFlags) {
+            this.access
+                .store(u32::from(attr.qp_access_flags()), Relaxed);
         }
         if let Some((state, act)) = next {
             this.state.store(state as u32, Relaxed);
@@ -635,11 +640,15 @@ impl RsiwQp {
                 max_recv_sge: this.caps.rq_max_sge,
                 max_inline_data: wqe::MAX_INLINE as u32,
             },
-            path_mtu: ib_mtu(mtu),
+            path_mtu: Mtu::from_bytes(mtu),
             max_rd_atomic: this.ord.load(Relaxed) as u8,
             max_dest_rd_atomic: this.ird.load(Relaxed) as u8,
-            // IB_ACCESS_LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ, as siw reports, unless set.
-            qp_access_flags: if access != 0 { access as i32 } else { 0x7 },
+            // Local write, remote write and remote read, as siw reports, unless set.
+            qp_access_flags: if access != 0 {
+                AccessFlags::from_raw(access)
+            } else {
+                AccessFlag::LocalWrite | AccessFlag::RemoteWrite | AccessFlag::RemoteRead
+            },
             sq_sig_all: this.caps.sig_all,
         })
     }
@@ -758,13 +767,13 @@ impl RsiwQp {
             opcode,
             ..Sqe::default()
         };
-        if sf & send_flags::SIGNALED != 0 || self.caps.sig_all {
+        if sf.contains(SendWrFlag::Signaled) || self.caps.sig_all {
             sqe.flags |= flags::SIGNALLED;
         }
-        if sf & send_flags::SOLICITED != 0 {
+        if sf.contains(SendWrFlag::Solicited) {
             sqe.flags |= flags::SOLICITED;
         }
-        if sf & send_flags::FENCE != 0 {
+        if sf.contains(SendWrFlag::Fence) {
             sqe.flags |= flags::READ_FENCE;
         }
         match opcode {
@@ -772,7 +781,7 @@ impl RsiwQp {
             op::REG_MR => {
                 let reg = w.reg().ok_or(EINVAL)?;
                 sqe.rkey = reg.key;
-                sqe.sge[0].length = reg.access as u32;
+                sqe.sge[0].length = u32::from(reg.access);
             }
             _ => {
                 if let Some(t) = w.rdma() {
@@ -782,7 +791,7 @@ impl RsiwQp {
                 if opcode == op::SEND_REMOTE_INV {
                     sqe.rkey = w.invalidate_rkey();
                 }
-                if sf & send_flags::INLINE != 0 && (opcode == op::SEND || opcode == op::WRITE) {
+                if sf.contains(SendWrFlag::Inline) && (opcode == op::SEND || opcode == op::WRITE) {
                     let mut data = [0u8; wqe::MAX_INLINE];
                     let len = w.copy_inline(&mut data, self.caps.sq_max_sge)?;
                     sqe.flags |= flags::INLINE;
@@ -961,17 +970,6 @@ fn sanitise_opcode(opcode: u8) -> u8 {
     }
 }
 
-/// Returns the `enum ib_mtu` value of an MTU in bytes (`ib_mtu_int_to_enum()`).
-fn ib_mtu(bytes: u32) -> u32 {
-    match bytes {
-        4096.. => 5,
-        2048.. => 4,
-        1024.. => 3,
-        512.. => 2,
-        _ => 1,
-    }
-}
-
 #[cfg(CONFIG_RDMA_RSIW_KUNIT_TEST)]
 #[kernel::prelude::kunit_tests(rsiw_qp_state)]
 mod tests {
@@ -989,10 +987,10 @@ mod tests {
     #[test]
     fn ib_mapping_round_trips() {
         for s in ALL {
-            assert_eq!(QpState::from_ib(s.to_ib()), Some(s));
+            assert_eq!(QpState::from_ib(s.to_ib()), s);
         }
-        assert_eq!(QpState::from_ib(ib::RESET), Some(QpState::Idle));
-        assert_eq!(QpState::from_ib(7), None);
+        assert_eq!(QpState::from_ib(IbQpState::Reset), QpState::Idle);
+        assert!(IbQpState::try_from(7).is_err());
     }
 
     #[test]

@@ -96,9 +96,9 @@ use crate::{
 };
 use core::sync::atomic::Ordering::Release;
 use kernel::{
-    net::tcp::SkbData,
+    net::skb::SkbData,
     prelude::*,
-    rdma::object::Qp,
+    rdma::qp::Qp,
     sync::{
         aref::ARef,
         rcu,

@@ -26,21 +26,20 @@ use kernel::{
     prelude::*,
     rdma::{
         attr::EventType,
-        device::{
-            Device,
-            PostError, //
-        },
-        object::{
-            RecvWr,
-            Srq,
-            SrqInitAttr, //
-        },
+        device::Device,
         srq::{
-            attr_mask,
+            Srq,
+            SrqAttrFlag,
+            SrqAttrMask,
             SrqAttrs,
-            SRQT_BASIC, //
+            SrqInitAttr,
+            SrqType, //
         },
         udata::Udata,
+        wr::{
+            PostError,
+            RecvWr, //
+        },
     },
     sync::SpinLockIrq,
 };
@@ -98,7 +97,7 @@ impl RsiwSrq {
         attr: &mut SrqInitAttr,
         udata: Option<&Udata>,
     ) -> Result<(Ring<Rqe>, SrqAttrs)> {
-        if attr.srq_type() != SRQT_BASIC {
+        if attr.srq_type() != Ok(SrqType::Basic) {
             return Err(EOPNOTSUPP);
         }
         let a = attr.attr();
@@ -135,14 +134,14 @@ impl RsiwSrq {
 
     /// Modifies the SRQ (`siw_modify_srq()`): arms or disarms the limit event; resizing is not
     /// supported (`EOPNOTSUPP`).
-    pub(crate) fn modify(&self, attr: &SrqAttrs, mask: u32) -> Result {
-        if mask & !(attr_mask::MAX_WR | attr_mask::LIMIT) != 0 {
+    pub(crate) fn modify(&self, attr: &SrqAttrs, mask: SrqAttrMask) -> Result {
+        if mask.has_unknown() {
             return Err(EINVAL);
         }
-        if mask & attr_mask::MAX_WR != 0 {
+        if mask.contains(SrqAttrFlag::MaxWr) {
             return Err(EOPNOTSUPP);
         }
-        if mask & attr_mask::LIMIT != 0 {
+        if mask.contains(SrqAttrFlag::Limit) {
             let mut st = self.state.lock();
             if attr.srq_limit > self.ring.size() {
                 return Err(EINVAL);

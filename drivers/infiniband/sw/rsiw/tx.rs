@@ -107,7 +107,7 @@ use kernel::{
     },
     page::PAGE_SIZE,
     prelude::*,
-    rdma::object::Qp,
+    rdma::qp::Qp,
     sync::{
         rcu,
         Arc, //
