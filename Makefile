@@ -12,14 +12,15 @@ S := scripts/rsiw
 T ?=
 ARGS ?=
 
-.PHONY: help setup kernel kernel-light kernel-bench rootfs demo check check-host check-vm \
-	shell bench
+.PHONY: help setup kernel kernel-light kernel-bench rootfs demo check check-long check-host \
+	check-vm shell bench
 
 help:
 	@echo "make demo        build, boot, attach rsiw to a netdev, show it working"
 	@echo "make check       all tests: host (cargo), kernel build, VM tests + KUnit"
+	@echo "make check-long  make check plus the long tests (perftest at all sizes ...)"
 	@echo "make check-host  host tests of the wire core only"
-	@echo "make check-vm    VM tests; T='filter' selects cases"
+	@echo "make check-vm    VM tests; T='filter' selects cases (RSIW_LONG=1: with the long ones)"
 	@echo "make shell       a shell in a VM running the debug kernel (ARGS='--peer siw')"
 	@echo "make bench       rsiw against siw in identical VMs"
 	@echo "make kernel      build the debug kernel (kernel-light: without KASAN; kernel-bench)"
@@ -46,6 +47,11 @@ demo: kernel rootfs
 check:
 	$(S)/check.sh
 
+# Everything make check runs, plus the cases marked long=1 and the long parts
+# of those marked long=part (tests/vm/run, rsiw-testing.rst).
+check-long:
+	RSIW_LONG=1 $(S)/check.sh
+
 check-host:
 	tests/wire/check.sh
 
@@ -56,5 +62,4 @@ shell: kernel rootfs
 	$(S)/vm.py shell $(ARGS)
 
 bench: setup
-	@if [ -x $(S)/bench.sh ]; then $(S)/bench.sh; else \
-		echo "make bench: not implemented yet (it needs the data path, issue 5)"; exit 1; fi
+	$(S)/bench.sh

@@ -5,6 +5,8 @@
 # runs inside the VM tests). Each stage prints its own "N passed, N failed"
 # line; this script adds them up and ends with the total. A stage that fails
 # without running its tests (a build error, say) counts as one failure.
+# make check-long runs it with RSIW_LONG=1: tests/vm/run then adds the long
+# cases and the long parts of cases (rsiw-testing.rst, "Long tests").
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$RSIW_TOP"
