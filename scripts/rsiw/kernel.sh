@@ -26,7 +26,9 @@ fetch() {
 	if ! echo "$RSIW_DEB_SHA256  $deb" | sha256sum -c --status 2>/dev/null; then
 		rsiw_log "downloading $RSIW_DEB_PKG $RSIW_DEB_VER"
 		rm -f "$deb"
-		(cd "$RSIW_CACHE/dl" && apt-get download "$RSIW_DEB_PKG=$RSIW_DEB_VER") ||
+		# As root into a directory _apt cannot enter: say so, or apt warns.
+		(cd "$RSIW_CACHE/dl" && apt-get download -qq -o APT::Sandbox::User=root \
+			"$RSIW_DEB_PKG=$RSIW_DEB_VER") ||
 			rsiw_die "apt-get download failed (is trixie-backports configured? run scripts/rsiw/setup.sh)"
 		mv "$RSIW_CACHE/dl/${RSIW_DEB_PKG}_"*"_all.deb" "$deb" 2>/dev/null || true
 		echo "$RSIW_DEB_SHA256  $deb" | sha256sum -c --status || rsiw_die "sha256 mismatch for $deb"
@@ -134,11 +136,19 @@ configure() {
 	esac
 	mkdir -p "$build"
 	rust=$(rust_of "$variant")
-	if [ -n "$rust" ] && ! rustup component list --toolchain "$rust" --installed 2>/dev/null |
-		grep -q '^rust-src'; then
-		rsiw_log "installing Rust $rust (rust-src) for the $variant kernel"
-		rustup toolchain install "$rust" --profile minimal --component rust-src ||
-			rsiw_die "cannot install Rust $rust"
+	# rust-src to build, rustfmt because the build formats generated code
+	# (without it every such step prints rustup's error and a backtrace).
+	if [ -n "$rust" ]; then
+		local have
+		have=$(rustup component list --toolchain "$rust" --installed 2>/dev/null || true)
+		if ! grep -q '^rust-src' <<<"$have"; then
+			rsiw_log "installing Rust $rust (rust-src, rustfmt) for the $variant kernel"
+			rustup toolchain install "$rust" --profile minimal --component rust-src,rustfmt ||
+				rsiw_die "cannot install Rust $rust"
+		elif ! grep -q '^rustfmt' <<<"$have"; then
+			rsiw_log "adding rustfmt to Rust $rust"
+			rustup component add --toolchain "$rust" rustfmt || rsiw_die "cannot add rustfmt to Rust $rust"
+		fi
 	fi
 	want=$( (cd "$RSIW_TOP/kernel/configs" && cat "${frags[@]}" && echo "rust ${rust:-default}") |
 		sha256sum | cut -d' ' -f1)

@@ -52,13 +52,25 @@ apt_setup() {
 		# The package index must know the pinned kernel source package.
 		apt-cache show "$RSIW_DEB_PKG=$RSIW_DEB_VER" >/dev/null 2>&1 && return 0
 	fi
-	rsiw_log "installing packages: ${missing:-none (index refresh)}"
-	apt-get update -qq
+	# shellcheck disable=SC2086
+	rsiw_log "installing packages: $(echo ${missing:-none (index refresh)})"
+	quiet apt-get update -qq
 	# shellcheck disable=SC2086
 	[ -z "$(missing_pkgs "${PKGS[@]}")" ] ||
-		apt-get install -y -qq --no-install-recommends $(missing_pkgs "${PKGS[@]}") >/dev/null
+		quiet apt-get install -y -qq --no-install-recommends $(missing_pkgs "${PKGS[@]}")
 	[ -z "$(missing_pkgs "${BPO_PKGS[@]}")" ] ||
-		apt-get install -y -qq --no-install-recommends -t bookworm-backports "${BPO_PKGS[@]}" >/dev/null
+		quiet apt-get install -y -qq --no-install-recommends -t bookworm-backports "${BPO_PKGS[@]}"
+}
+
+# quiet CMD...: run CMD with its output shown only if it fails (apt's
+# "debconf: delaying package configuration" and the like are no news).
+quiet() {
+	local log rc=0
+	log=$(mktemp)
+	"$@" >"$log" 2>&1 || rc=$?
+	[ $rc = 0 ] || cat "$log" >&2
+	rm -f "$log"
+	return $rc
 }
 
 version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" = "$2" ]; }
@@ -67,13 +79,13 @@ rust_setup() {
 	command -v rustup >/dev/null || rsiw_die "rustup is required (the machine's Rust toolchain)"
 	if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
 		rsiw_log "adding rust-src"
-		rustup component add rust-src
+		quiet rustup component add rust-src
 	fi
 	local v
 	v=$({ bindgen --version 2>/dev/null || true; } | awk '{print $2}')
 	if [ -z "$v" ] || ! version_ge "$v" "$BINDGEN_MIN"; then
 		rsiw_log "installing bindgen-cli from crates.io"
-		cargo install --locked --quiet bindgen-cli
+		quiet cargo install --locked --quiet bindgen-cli
 	fi
 }
 
