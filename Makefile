@@ -22,7 +22,7 @@ help:
 	@echo "make check-host  host tests of the wire core only"
 	@echo "make check-vm    VM tests; T='filter' selects cases (RSIW_LONG=1: with the long ones)"
 	@echo "make shell       a shell in a VM running the debug kernel (ARGS='--peer siw')"
-	@echo "make bench       rsiw against siw in identical VMs"
+	@echo "make bench       rsiw against siw in identical VMs: a table and a plot"
 	@echo "make kernel      build the debug kernel (kernel-light: without KASAN; kernel-bench)"
 	@echo "make rootfs      build the Debian 13 guest root"
 

@@ -19,14 +19,28 @@
 # RSIW_BENCH_CONFIGS=rsiw boots only siw and the named configurations;
 # RSIW_BENCH_SWAP=1 measures all configurations in every pair, swapping the
 # driver between turns (the ratio then compares runs of the same boot).
+#
+# At the end scripts/rsiw/bench-plot.py draws the table (bandwidth against
+# message size with TCP's as a line, and latency) and the table and the
+# picture are saved as Documentation/infiniband/rsiw-bench.{txt,png}, the
+# ones README.md shows (RSIW_BENCH_DOC=0 leaves them alone: runs with
+# RSIW_BENCH_ONLY or other subsets do not replace them by default).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+
+# The plot needs Debian's matplotlib (for /usr/bin/python3).
+if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+	rsiw_log "installing python3-matplotlib (for the bench's plot)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		python3-matplotlib >/dev/null 2>&1 || rsiw_die "cannot install python3-matplotlib"
+fi
 
 rounds=${RSIW_BENCH_ROUNDS:-3}
 # One host CPU per VM (vm.py): steadier latencies (rsiw-testing.rst).
 export RSIW_VM_PIN=${RSIW_VM_PIN:-1}
 RSIW_BENCH_ONLY=${RSIW_BENCH_ONLY:-}
 "$RSIW_TOP/scripts/rsiw/kernel.sh" build bench
+started=$(date '+%Y-%m-%d %H:%M')
 out="$RSIW_CACHE/logs/bench-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
 # The perftest clients preload tests/vm/tools/rdma-connect-delay.c (see
@@ -37,4 +51,22 @@ tools=$out/tools
 mkdir -p "$tools"
 gcc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$tools/rdma-connect-delay.so" \
 	"$RSIW_TOP/tests/vm/tools/rdma-connect-delay.c" -ldl
-exec python3 "$RSIW_TOP/scripts/rsiw/bench.py" "$out" "$rounds" "$RSIW_BENCH_ONLY"
+python3 "$RSIW_TOP/scripts/rsiw/bench.py" "$out" "$rounds" "$RSIW_BENCH_ONLY"
+
+# The picture, and the table and picture README.md shows: by default only a
+# full bench (all tests, all configurations) replaces them.
+full=0
+[ -n "$RSIW_BENCH_ONLY${RSIW_BENCH_CONFIGS:-}" ] || full=1
+commit=$(git -C "$RSIW_TOP" describe --always --dirty 2>/dev/null || echo unknown)
+what="make bench, $started, $commit, $rounds round(s)"
+[ "${RSIW_BENCH_PAIRS:-1}" = 1 ] || what+=", $RSIW_BENCH_PAIRS pairs"
+[ "${RSIW_BENCH_SWAP:-0}" != 1 ] || what+=", swapped drivers"
+/usr/bin/python3 "$RSIW_TOP/scripts/rsiw/bench-plot.py" "$out/results.txt" "$out/bench.png" \
+	--title "$what, QEMU TCG"
+if [ "${RSIW_BENCH_DOC:-$full}" = 1 ]; then
+	doc=$RSIW_TOP/Documentation/infiniband/rsiw-bench
+	{ echo "$what ($(nproc) host CPUs, $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | xargs))"
+	  cat "$out/results.txt"; } >"$doc.txt"
+	cp "$out/bench.png" "$doc.png"
+	rsiw_log "saved $doc.txt and $doc.png (README.md shows them; copy the table there)"
+fi
