@@ -1,0 +1,39 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build the provider's unit test: run by scripts/rsiw/rdma-core.sh inside
+# its Debian 13 build root, after the siw provider was built.
+#   build.sh SRC BUILD OUT
+# The test includes the provider's siw.c, so it is compiled with the flags
+# CMake gave siw.c (from compile_commands.json).
+set -eu
+src=$1 build=$2 out=$3
+flags=$(python3 - "$build/compile_commands.json" <<'PY'
+import json, shlex, sys
+for c in json.load(open(sys.argv[1])):
+    if c["file"].endswith("providers/siw/siw.c"):
+        args = shlex.split(c["command"])[1:]
+        keep, skip = [], False
+        for a in args:
+            if skip:
+                skip = False
+                continue
+            if a in ("-o", "-c", "-MT", "-MF"):
+                skip = True
+                continue
+            if a in ("-MD",) or a.endswith("siw.c") or a.startswith("-D") and "EXPORTS" in a:
+                continue
+            keep.append(a)
+        print(" ".join(shlex.quote(a) for a in keep))
+        break
+PY
+)
+[ -n "$flags" ] || { echo "no compile command for siw.c" >&2; exit 1; }
+mkdir -p "$out"
+# shellcheck disable=SC2086
+eval cc $flags -Werror -UNDEBUG -I"$src/providers/siw" -I"$src" \
+	-o "$out/siw_unit" "$(dirname "$0")/siw_unit.c" \
+	-L"$build/lib" -libverbs -lpthread
+# A program of the provider's own users: the public headers and libsiw.
+cc -O2 -Wall -Wextra -Werror -I"$build/include" -o "$out/siw_ctx" \
+	"$(dirname "$0")/siw_ctx.c" -L"$build/lib" -lsiw -libverbs
