@@ -169,12 +169,16 @@ lock() {
 	flock -n 8 || { rsiw_log "another guest root build is running; waiting"; flock 8; }
 }
 
+# rdma-core's siw provider with the extended ABI, built and installed into
+# the root by its own script (a no-op when the root has the current one).
+provider() { "$RSIW_TOP/scripts/rsiw/rdma-core.sh"; }
+
 case "${1:-}" in
-"") up_to_date && { rsiw_log "guest root up to date: $ROOT"; exit 0; }
+"") up_to_date && { rsiw_log "guest root up to date: $ROOT"; provider; exit; }
 	lock
-	up_to_date && { rsiw_log "guest root up to date: $ROOT"; exit 0; }
-	build ;;
---force) lock; build ;;
+	up_to_date && { rsiw_log "guest root up to date: $ROOT"; provider; exit; }
+	build && provider ;;
+--force) lock; build && provider ;;
 path) echo "$ROOT" ;;
 --check) up_to_date ;;
 *) rsiw_die "usage: $0 [--force|--check|path]" ;;

@@ -157,6 +157,65 @@ rsiw_up() {
 # rsiw_add NETDEV [NAME]: like rsiw_up, without waiting.
 rsiw_add() { run rdma link add "${2:-$DEV}" type "$RSIW_DRIVER" netdev "$1"; }
 
+# --- the user space provider ------------------------------------------------
+
+# The guest root has two siw providers for libibverbs: Debian's stock libsiw,
+# the default, and rdma-core's with the extended ABI of
+# Documentation/infiniband/rsiw-abi.rst (patches/rdma-core, built by
+# scripts/rsiw/rdma-core.sh into $RSIW_PROVIDER_DIR, with its siwdv library
+# and unit test). A case picks the patched one for every VM with
+# "provider=rsiw" in its rsiw-test header, or for one VM with provider_a= or
+# provider_b=; RSIW_PROVIDER from the host (tests/vm/run passes it on) sets it
+# for every VM of every case. RSIW_PROVIDER then says which one this VM has.
+RSIW_PROVIDER_DIR=/opt/rsiw/rdma-core
+
+# use_provider rsiw|stock: make libibverbs load that provider from now on.
+use_provider() {
+	local lib=/usr/lib/x86_64-linux-gnu
+	case "$1" in
+	rsiw)
+		[ -e "$RSIW_PROVIDER_DIR/lib/libsiw.so.1" ] ||
+			die "the guest root has no patched siw provider (scripts/rsiw/rdma-core.sh)"
+		[ -e "$lib/libibverbs/libsiw-rdmav34.so.stock" ] ||
+			mv "$lib/libibverbs/libsiw-rdmav34.so" "$lib/libibverbs/libsiw-rdmav34.so.stock"
+		ln -sf "$RSIW_PROVIDER_DIR/lib/libsiw.so.1" "$lib/libibverbs/libsiw-rdmav34.so"
+		ln -sf "$RSIW_PROVIDER_DIR/lib/libsiw.so.1" "$lib/libsiw.so.1" ;;
+	stock)
+		if [ -e "$lib/libibverbs/libsiw-rdmav34.so.stock" ]; then
+			mv -f "$lib/libibverbs/libsiw-rdmav34.so.stock" "$lib/libibverbs/libsiw-rdmav34.so"
+			rm -f "$lib/libsiw.so.1"
+		fi ;;
+	*) die "unknown provider $1 (rsiw or stock)" ;;
+	esac
+	RSIW_PROVIDER=$1
+	log "siw provider: $1"
+}
+
+# _case_provider: set _provider to the provider this VM's case asks for in
+# its header (no fork: this runs in every case).
+_case_provider() {
+	local line kv n=0
+	_provider=stock
+	[ -f "$0" ] || return 0
+	while IFS= read -r line && [ $((n += 1)) -le 20 ]; do
+		case "$line" in "# rsiw-test:"*) ;; *) continue ;; esac
+		for kv in ${line#*:}; do
+			case "$kv" in
+			provider=*) _provider=${kv#*=} ;;
+			"provider_$RSIW_ROLE="*) _provider=${kv#*=}; break 2 ;;
+			esac
+		done
+	done <"$0"
+}
+
+_case_provider
+[ -z "${RSIW_PROVIDER:-}" ] || _provider=$RSIW_PROVIDER
+if [ "$_provider" != stock ]; then
+	use_provider "$_provider"
+else
+	RSIW_PROVIDER=stock
+fi
+
 # --- netdevs ----------------------------------------------------------------
 
 # veth_pair A B [MAC_A]: a veth pair, both ends up.
