@@ -18,6 +18,10 @@
 #   provider falls back to a legacy context;
 # - the two providers talk: rping's Send/Read/Write echo with every byte
 #   checked (tests/vm/py/ping_data.py) and perftest, each VM the server once.
+# - C siw (on lo, in both VMs) still works with each provider: the stock one
+#   opens it (C siw refuses a reply buffer smaller than struct
+#   siw_uresp_alloc_ctx, so that struct must keep its 8 bytes), and the
+#   patched one gets a legacy context from it (before rsiw is loaded).
 . /rsiw/tests/vm/lib.sh
 
 [ "$RSIW_DRIVER" = rsiw ] || skip "rsiw only (siw has no extended ABI)"
@@ -31,6 +35,22 @@ else
 	[ "$RSIW_PROVIDER" = stock ] && [ ! -L /usr/lib/x86_64-linux-gnu/libibverbs/libsiw-rdmav34.so ] ||
 		die "VM b should have the stock provider"
 fi
+
+# C siw, which knows no extension, with this VM's provider.
+run modprobe siw
+run rdma link add siwlo type siw netdev lo
+wait_for 10 state_is siwlo ACTIVE || die "siwlo did not become ACTIVE"
+if [ "$RSIW_ROLE" = a ]; then
+	ctx=$("$RSIW_PROVIDER_DIR/bin/siw_ctx" siwlo) || die "the patched provider cannot open C siw"
+	log "C siw context: $ctx"
+	assert_match "$ctx" '^ext=0x0 digest=0 atomic_cap=0 cap_ex=0x0 ' "the patched provider on C siw"
+else
+	ibv_devinfo -d siwlo >"$RSIW_OUT/devinfo-siwlo.log" 2>&1 ||
+		{ cat "$RSIW_OUT/devinfo-siwlo.log"; die "the stock provider cannot open C siw"; }
+fi
+run rdma link delete siwlo
+# Before rsiw is loaded: unloading siw removes every RDMA_DRIVER_SIW device.
+run rmmod siw
 
 load_driver
 rsiw_up eth0
