@@ -81,7 +81,8 @@ static bool zero_from(const void *e, size_t from, size_t to)
 /* The ABI's numbers (Documentation/infiniband/rsiw-abi.rst) */
 _Static_assert(sizeof(struct siw_sqe) == 120, "SQE size");
 _Static_assert(sizeof(struct siw_cqe) == 32, "CQE size");
-_Static_assert(sizeof(struct siw_uresp_alloc_ctx) == 24, "reply size");
+_Static_assert(sizeof(struct siw_uresp_alloc_ctx) == 8, "legacy reply size");
+_Static_assert(sizeof(struct siw_uresp_alloc_ctx_ext) == 24, "reply size");
 _Static_assert(sizeof(struct siw_ureq_alloc_ctx) == 8, "request size");
 _Static_assert(SIW_NUM_OPCODES == 12 && SIW_NUM_WC_STATUS == 10, "legacy");
 _Static_assert(SIW_OP_WRITE_WITH_IMM == 12 &&
