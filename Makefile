@@ -13,7 +13,7 @@ T ?=
 ARGS ?=
 
 .PHONY: help setup kernel kernel-light kernel-bench rootfs demo check check-long check-host \
-	check-vm shell bench
+	check-vm shell bench series
 
 help:
 	@echo "make demo        build, boot, attach rsiw to a netdev, show it working"
@@ -25,6 +25,7 @@ help:
 	@echo "make bench       rsiw against siw in identical VMs: a table and a plot"
 	@echo "make kernel      build the debug kernel (kernel-light: without KASAN; kernel-bench)"
 	@echo "make rootfs      build the Debian 13 guest root"
+	@echo "make series      the upstream patch series in out/series (patches/upstream.txt)"
 
 setup:
 	$(S)/setup.sh
@@ -63,3 +64,6 @@ shell: kernel rootfs
 
 bench: setup
 	$(S)/bench.sh
+
+series: setup
+	$(S)/series.sh

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The upstream patch series: pristine 7.3.4 plus this repository, grouped as
+# patches/upstream.txt declares, as `git format-patch` output.
+#
+#   series.sh [make] [-o DIR]  write it to DIR (default out/series)
+#   series.sh check [-o DIR]   make, `git am` onto pristine 7.3.4, compare the
+#                              result with kernel.sh's tree, checkpatch --strict
+#   series.sh tree             after `kernel.sh build`: kernel.sh's working tree
+#                              is the last check's `git am` result, byte for byte
+#
+# The pristine source is committed once to a scratch repository in
+# $RSIW_CACHE/series (about a minute); later runs take seconds.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+export RSIW_TOP RSIW_CACHE RSIW_PRISTINE RSIW_TREE
+case "${1:-make}" in
+make | check) "$RSIW_TOP/scripts/rsiw/kernel.sh" fetch ;;
+esac
+exec python3 "$RSIW_TOP/scripts/rsiw/series.py" "$@"
