@@ -46,10 +46,14 @@ stage() {
 
 stage setup scripts/rsiw/setup.sh
 stage host tests/wire/check.sh
+# The upstream series: git am onto pristine 7.3.4, checkpatch --strict; after
+# the first kernel build, its tree is the one kernel.sh built (series.sh).
+stage series scripts/rsiw/series.sh check
 # The VM suite runs rsiw on two kernels: most cases on the light debug kernel,
 # the cases marked kernel=debug on the full one with KASAN (tests/vm/run). The
 # non-debug bench kernel boots the siw peer of perftest-interop (kernel_b=).
 if stage kernel-light scripts/rsiw/kernel.sh build light &&
+	{ stage series-tree scripts/rsiw/series.sh tree || true; } &&
 	stage kernel scripts/rsiw/kernel.sh build debug &&
 	stage kernel-bench scripts/rsiw/kernel.sh build bench &&
 	stage rootfs scripts/rsiw/mkroot.sh; then

@@ -470,13 +470,13 @@ def build_target():
 
 
 def place(files, rules, order):
-    """Sets `where[id(line)]` for every line added or removed: a patch index or NEVER."""
+    """The patch (index, or NEVER) of every line added (born) or removed (died)."""
     where = {}
     errors = []
     for f in files.values():
         file_rule = None
         for l in f.lines:
-            for src in (l.born, l.died):
+            for what, src in (("born", l.born), ("died", l.died)):
                 if src is None:
                     continue
                 s = None
@@ -491,11 +491,7 @@ def place(files, rules, order):
                 if s is None:
                     errors.append(f.path)
                     break
-                idx = NEVER if s.kind == "exclude" else order[id(s)]
-                if src is l.born:
-                    where[(id(l), "born")] = idx
-                else:
-                    where[(id(l), "died")] = idx
+                where[(id(l), what)] = NEVER if s.kind == "exclude" else order[id(s)]
             else:
                 continue
             break
@@ -702,7 +698,100 @@ def generate(outdir):
     open(cl, "w", encoding="utf-8").write(text)
     log(f"series: {len(steps)} patches and a cover letter in {os.path.relpath(outdir)} "
         f"({time.time() - t0:.1f} s)")
-    return steps, excluded, [os.path.join(outdir, f) for f in out], paths
+    return steps, excluded, [os.path.join(outdir, f) for f in out], paths, states
+
+
+# ---------------------------------------------------------------------------------------------
+# Every prefix of the series is a consistent tree
+
+
+def rust_paths(text, root):
+    """The paths `root::a::b...` in Rust source, with use trees expanded; comments and strings
+    are skipped."""
+    text = re.sub(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\])*"', " ", text, flags=re.S)
+    toks = re.findall(r"[A-Za-z_][A-Za-z0-9_]*|::|[{},*;]|\S", text)
+    out = []
+
+    def tree(i, prefix):  # parses a use tree or a path at toks[i]; returns the next index
+        if i < len(toks) and toks[i] == "{":
+            i += 1
+            while i < len(toks) and toks[i] != "}":
+                i = tree(i, prefix)
+                if i < len(toks) and toks[i] == ",":
+                    i += 1
+            return i + 1
+        if i < len(toks) and re.match(r"[A-Za-z_]", toks[i]) and toks[i] not in ("self", "as"):
+            path = prefix + [toks[i]]
+            if i + 1 < len(toks) and toks[i + 1] == "::":
+                return tree(i + 2, path)
+            out.append(path)
+            return i + 1
+        out.append(prefix)
+        return i + 1 if i < len(toks) and toks[i] in ("self", "*") else i
+
+    for i, t in enumerate(toks):
+        if t == root and i + 1 < len(toks) and toks[i + 1] == "::" and (i == 0 or toks[i - 1] != "::"):
+            tree(i + 2, [])
+    return out
+
+
+def module_files(base, path):
+    d = "/".join(path)
+    return [f"{base}/{d}.rs", f"{base}/{d}/mod.rs"]
+
+
+def prefix_problems(steps, states, final):
+    """What would keep a prefix of the series from building, found without building it: a `mod`,
+    `#include "..."` (C helpers), Kconfig `source` or Makefile `obj-` that names a file the prefix
+    lacks, and Rust paths into a module that only a later patch adds."""
+    problems = []
+    for n, (s, changed) in enumerate(steps, 1):
+        st = states[n]
+
+        def have(path):
+            if path in st:
+                return st[path] is not None
+            return os.path.exists(os.path.join(PRISTINE, path))
+
+        for p in changed:
+            data = st[p]
+            if data is None:
+                continue
+            text = data.decode("utf-8", "replace")
+            need = []
+            d = os.path.dirname(p)
+            if p.endswith(".rs"):
+                stem = os.path.basename(p)[:-3]
+                # A crate root (lib.rs, or a module's object named in its Makefile) has its
+                # modules beside it; any other file in the directory of its name.
+                mk = b"".join(st.get(f"{d}/{m}") or b"" for m in ("Makefile", "Kbuild"))
+                root = stem in ("mod", "lib") or re.search(rb"\b%s\.o\b" % stem.encode(), mk)
+                modbase = d if root else f"{d}/{stem}"
+                for m in re.finditer(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", text, re.M):
+                    need.append((m.group(0).strip(), module_files(modbase, [m.group(1)])))
+                if p.startswith("rust/kernel/"):
+                    for path in rust_paths(text, "crate"):
+                        for j in range(1, len(path) + 1):
+                            cands = module_files("rust/kernel", path[:j])
+                            later = [c for c in cands if final.get(c) is not None]
+                            if not later:
+                                break  # not a module the series adds: an item, or pristine
+                            need.append(("crate::" + "::".join(path[:j]), later))
+            elif p == "rust/helpers/helpers.c":
+                for m in re.finditer(r'^#include "([^"]+)"', text, re.M):
+                    need.append((m.group(0), [f"rust/helpers/{m.group(1)}"]))
+            elif os.path.basename(p).startswith("Kconfig"):
+                for m in re.finditer(r'^\s*source "([^"]+)"', text, re.M):
+                    need.append((m.group(0).strip(), [m.group(1)]))
+            elif os.path.basename(p) in ("Makefile", "Kbuild"):
+                for m in re.finditer(r"^obj-\$\(CONFIG_\w+\)\s*[+:]?=\s*(\S+)/\s*$", text, re.M):
+                    sub = f"{d}/{m.group(1)}" if d else m.group(1)
+                    need.append((m.group(0).strip(), [f"{sub}/Makefile", f"{sub}/Kbuild"]))
+            for what, cands in need:
+                if not any(have(c) for c in cands):
+                    problems.append(f"patch {n}/{len(steps)} [{s.name}]: {p}: {what}: "
+                                    f"{cands[0]} comes later or not at all")
+    return list(dict.fromkeys(problems))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -724,7 +813,7 @@ def check(outdir):
     try:
         if os.path.isdir(REPO):
             git("update-ref", "-d", AM_REF, check=False)  # no stale result for `tree`
-        steps, excluded, out, paths = generate(outdir)
+        steps, excluded, out, paths, states = generate(outdir)
         patches = out[1:]
         passed = failed = 0
         failures = []
@@ -760,7 +849,17 @@ def check(outdir):
                 print(f"series: the git am tree is kernel.sh's tree, byte for byte, but for "
                       f"{len(excluded)} file(s) kept out: {' '.join(excluded)}")
 
-        # 3. checkpatch.pl --strict, on every patch but the cover letter.
+        # 3. Each prefix names only what it has.
+        problems = prefix_problems(steps, states, states[-1])
+        if problems:
+            failed += 1
+            failures.append("prefixes")
+            print("series: a prefix of the series refers to what it lacks:\n  " + "\n  ".join(problems))
+        else:
+            passed += 1
+            print(f"series: every prefix has the modules, helpers, Kconfig and Makefiles it names")
+
+        # 4. checkpatch.pl --strict, on every patch but the cover letter.
         report = []
         warnings = 0
         for p, (s, _) in zip(patches, steps):
