@@ -577,19 +577,19 @@ def fi_data(b):
 
 
 def commit_message(s, author):
-    if s.one("Subject"):
-        subject, body = s.one("Subject"), list(s.body)
-    else:
+    subject, body = s.one("Subject"), list(s.body)
+    if not subject or not body:
+        # A patch made of one glue patch may take that patch's subject, body or both.
         glue = s.words("Glue")
         if len(glue) != 1:
-            die(f"{s.where()}: no Subject: (only a patch with one Glue: takes its message from it)")
-        subject, body = glue_message(glue[0])
-        if s.body:
-            body = list(s.body)
+            die(f"{s.where()}: needs a Subject: and a body (only a patch with one Glue: "
+                "can take them from it)")
+        g_subject, g_body = glue_message(glue[0])
+        subject, body = subject or g_subject, body or g_body
     if not body:
         die(f"{s.where()}: no body: say what the patch does and why")
     if len(subject) > 75:
-        die(f"{s.where()}: subject over 75 characters: {subject!r}")
+        die(f"{s.where()}: subject over 75 characters (give it a Subject:): {subject!r}")
     sob = f"Signed-off-by: {author}"
     msg = subject + "\n\n" + "\n".join(body).rstrip() + "\n"
     if sob not in msg:
