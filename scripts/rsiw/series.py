@@ -24,6 +24,9 @@ the last one is the target minus what [exclude] keeps out.
                               compare trees, run checkpatch.pl --strict
   series.py tree              compare the kernel tree kernel.sh last prepared with the tree the
                               last check's `git am` produced (run after `kernel.sh build`)
+  series.py prefixes [--all]  build rust/ and the C directories the series changes for every
+                              prefix of the last series made, in a private tree (slow: under
+                              the rig; --all: the whole series too)
 """
 
 import argparse
@@ -931,9 +934,77 @@ def tree():
         os.close(fd)
 
 
+def prefixes(every):
+    """Builds the kernel crate and the changed C directories of every prefix of the last series
+    made (but the whole series unless `every`: the kernel stage builds that tree), in a private
+    tree and build directory with the light kernel's configuration. Slow: run it under the rig."""
+    config = os.path.join(CACHE, "build-light", ".config")
+    if not os.path.isfile(config):
+        die(f"no {config}: build the light kernel first (scripts/rsiw/kernel.sh build light)")
+    fd = lock()
+    try:
+        commits = git("rev-list", "--reverse", f"{PRISTINE_REF}..{SERIES_REF}").stdout.decode().split()
+        if not commits:
+            die("no series for this checkout: run scripts/rsiw/series.sh make first")
+        paths = git("diff", "--name-only", "--no-renames", PRISTINE_REF, SERIES_REF).stdout.decode().split()
+        dirs = sorted({os.path.dirname(p) + "/" for p in paths if p.endswith(".c")
+                       and not p.startswith("rust/")} | {"rust/"})
+        ptree = os.path.join(SCRATCH, "prefix-tree")
+        pbuild = os.path.join(SCRATCH, "prefix-build")
+        if not os.path.isdir(ptree):
+            # Hard links are safe: files are replaced below, never written in place.
+            subprocess.run(["cp", "-al", PRISTINE, ptree + ".tmp"], check=True)
+            os.rename(ptree + ".tmp", ptree)
+        os.makedirs(pbuild, exist_ok=True)
+        llvm = os.environ.get("RSIW_LLVM", "-19")
+        passed = failed = 0
+        last = len(commits) if every else len(commits) - 1
+        for k, c in enumerate(commits[:last], 1):
+            subject = git("log", "-1", "--format=%s", c).stdout.decode().strip()
+            blobs = {}
+            for line in git("ls-tree", "-r", c, "--", *paths).stdout.decode().splitlines():
+                meta, path = line.split("\t", 1)
+                blobs[path] = meta.split()[2]
+            for p in paths:
+                dst = os.path.join(ptree, p)
+                if p in blobs:
+                    data = git("cat-file", "blob", blobs[p]).stdout
+                elif os.path.isfile(os.path.join(PRISTINE, p)):
+                    data = read(os.path.join(PRISTINE, p))
+                else:
+                    data = None
+                if data is None:
+                    if os.path.lexists(dst):
+                        os.unlink(dst)
+                    continue
+                if os.path.isfile(dst) and read(dst) == data:
+                    continue
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                with open(dst + ".rsiw-tmp", "wb") as f:
+                    f.write(data)
+                os.replace(dst + ".rsiw-tmp", dst)
+            shutil.copyfile(config, os.path.join(pbuild, ".config"))
+            mk = ["make", "-C", ptree, f"O={pbuild}", f"LLVM={llvm}", "-s"]
+            t0 = time.time()
+            logf = os.path.join(SCRATCH, f"prefix-{k}.log")
+            with open(logf, "wb") as lf:
+                ok = subprocess.run(mk + ["olddefconfig"], stdout=lf, stderr=subprocess.STDOUT).returncode == 0
+                ok = ok and subprocess.run(mk + [f"-j{os.cpu_count()}", *dirs], stdout=lf,
+                                           stderr=subprocess.STDOUT).returncode == 0
+            state = "builds" if ok else f"FAILS (log: {logf})"
+            print(f"prefixes: {k}/{len(commits)} {subject}: {' '.join(dirs)} {state} "
+                  f"({time.time() - t0:.0f} s)", flush=True)
+            passed, failed = passed + ok, failed + (not ok)
+        print(f"prefixes: {passed} passed, {failed} failed")
+        return failed == 0
+    finally:
+        os.close(fd)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", nargs="?", default="make", choices=("make", "check", "tree"))
+    ap.add_argument("command", nargs="?", default="make", choices=("make", "check", "tree", "prefixes"))
+    ap.add_argument("--all", action="store_true", help="prefixes: the whole series too")
     ap.add_argument("-o", "--output", default=os.path.join(TOP, "out/series"))
     a = ap.parse_args()
     try:
@@ -946,6 +1017,8 @@ def main():
             return 0
         if a.command == "check":
             return 0 if check(a.output) else 1
+        if a.command == "prefixes":
+            return 0 if prefixes(a.all) else 1
         return 0 if tree() else 1
     except SeriesError as e:
         print(f"[rsiw] error: {e}", file=sys.stderr)

@@ -9,6 +9,9 @@
 #                              result with kernel.sh's tree, checkpatch --strict
 #   series.sh tree             after `kernel.sh build`: kernel.sh's working tree
 #                              is the last check's `git am` result, byte for byte
+#   series.sh prefixes [--all] build the kernel crate and the changed C
+#                              directories of each prefix in a private tree
+#                              (slow: a kernel crate build per patch)
 #
 # The pristine source is committed once to a scratch repository in
 # $RSIW_CACHE/series (about a minute); later runs take seconds.
