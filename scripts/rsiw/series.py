@@ -61,6 +61,12 @@ TARGET_REF = f"refs/rsiw/target/{KEY}"
 AM_REF = f"refs/rsiw/am/{KEY}"
 
 
+def rel(path):
+    """A path as the user would type it: relative inside the checkout, absolute outside."""
+    r = os.path.relpath(path, TOP)
+    return path if r.startswith("..") else r
+
+
 def log(msg):
     print(f"[rsiw] {msg}", file=sys.stderr, flush=True)
 
@@ -75,7 +81,11 @@ def die(msg):
 
 def git(*args, cwd=REPO, env=None, input=None, check=True):
     e = dict(os.environ)
-    e.update({"GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"})
+    e["LC_ALL"] = "C"
+    if cwd != TOP:
+        # The scratch repository's commands ignore the user's and the system's configuration
+        # (diff.noprefix, format.* ...); ls-files in the checkout sees what kernel.sh sees.
+        e.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull})
     if env:
         e.update(env)
     r = subprocess.run(["git", *args], cwd=cwd, env=e, input=input,
@@ -627,6 +637,8 @@ def generate(outdir):
             states.append(cur)
         else:
             log(f"note: [patch {s.name}] has nothing in this tree: left out")
+    if not steps:
+        die(f"{os.path.relpath(DATA, TOP)} puts nothing in any patch")
     final = states[-1]
     target = {p: files[p].content(lambda l: l.died is None) for p in paths}
     for p in paths:
@@ -699,7 +711,7 @@ def generate(outdir):
         head = re.sub(r"^Date: .*$", lambda _: m.group(0), head, count=1, flags=re.M)
     text = head + sep + rest
     open(cl, "w", encoding="utf-8").write(text)
-    log(f"series: {len(steps)} patches and a cover letter in {os.path.relpath(outdir)} "
+    log(f"series: {len(steps)} patches and a cover letter in {rel(outdir)} "
         f"({time.time() - t0:.1f} s)")
     return steps, excluded, [os.path.join(outdir, f) for f in out], paths, states
 
@@ -885,7 +897,7 @@ def check(outdir):
         with open(os.path.join(outdir, "checkpatch.txt"), "w") as f:
             f.write("\n".join(report))
         print(f"series: checkpatch --strict: {warnings} warnings and checks, "
-              f"all in {os.path.relpath(os.path.join(outdir, 'checkpatch.txt'))}")
+              f"all in {rel(os.path.join(outdir, 'checkpatch.txt'))}")
     finally:
         os.close(fd)
     print(f"series: {passed} passed, {failed} failed ({time.time() - t0:.0f} s)")
