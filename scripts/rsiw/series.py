@@ -768,6 +768,12 @@ def prefix_problems(steps, states, final):
                 return st[path] is not None
             return os.path.exists(os.path.join(PRISTINE, path))
 
+        def contents(path):
+            if path in st:
+                return st[path] or b""
+            p = os.path.join(PRISTINE, path)
+            return read(p) if os.path.isfile(p) else b""
+
         for p in changed:
             data = st[p]
             if data is None:
@@ -779,7 +785,7 @@ def prefix_problems(steps, states, final):
                 stem = os.path.basename(p)[:-3]
                 # A crate root (lib.rs, or a module's object named in its Makefile) has its
                 # modules beside it; any other file in the directory of its name.
-                mk = b"".join(st.get(f"{d}/{m}") or b"" for m in ("Makefile", "Kbuild"))
+                mk = b"".join(contents(f"{d}/{m}") for m in ("Makefile", "Kbuild"))
                 root = stem in ("mod", "lib") or re.search(rb"\b%s\.o\b" % stem.encode(), mk)
                 modbase = d if root else f"{d}/{stem}"
                 for m in re.finditer(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", text, re.M):
