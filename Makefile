@@ -13,7 +13,7 @@ T ?=
 ARGS ?=
 
 .PHONY: help setup kernel kernel-light kernel-bench rootfs demo check check-long check-host \
-	check-vm shell bench series
+	check-vm shell bench series series-prefixes
 
 help:
 	@echo "make demo        build, boot, attach rsiw to a netdev, show it working"
@@ -26,6 +26,7 @@ help:
 	@echo "make kernel      build the debug kernel (kernel-light: without KASAN; kernel-bench)"
 	@echo "make rootfs      build the Debian 13 guest root"
 	@echo "make series      the upstream patch series in out/series (patches/upstream.txt)"
+	@echo "make series-prefixes  build every prefix of the series (slow, not in make check)"
 
 setup:
 	$(S)/setup.sh
@@ -67,3 +68,8 @@ bench: setup
 
 series: setup
 	$(S)/series.sh
+
+# Every prefix of the series builds: the kernel crate and the C directories the
+# series changes, once per patch (about 5-15 min each). Needs the light kernel.
+series-prefixes: kernel-light
+	$(S)/series.sh prefixes $(ARGS)

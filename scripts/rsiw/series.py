@@ -24,9 +24,10 @@ the last one is the target minus what [exclude] keeps out.
                               compare trees, run checkpatch.pl --strict
   series.py tree              compare the kernel tree kernel.sh last prepared with the tree the
                               last check's `git am` produced (run after `kernel.sh build`)
-  series.py prefixes [--all]  build rust/ and the C directories the series changes for every
-                              prefix of the last series made, in a private tree (slow: under
-                              the rig; --all: the whole series too)
+  series.py prefixes [--all] [--only K,...]
+                              make, then build rust/ and the C directories the series changes
+                              for every prefix but the whole series (--all: that too; --only:
+                              these prefixes), in a private tree (slow: not part of make check)
 """
 
 import argparse
@@ -952,32 +953,51 @@ def tree():
         os.close(fd)
 
 
-def prefixes(every):
-    """Builds the kernel crate and the changed C directories of every prefix of the last series
-    made (but the whole series unless `every`: the kernel stage builds that tree), in a private
-    tree and build directory with the light kernel's configuration. Slow: run it under the rig."""
+def prefixes(every, only):
+    """Builds the kernel crate and the changed C directories of every prefix of the series (but
+    the whole series unless `every`: the kernel stage builds that tree; only the prefixes `only`
+    if given), in a private tree and build directory with the light kernel's configuration.
+    Slow (a kernel crate build per patch): on a shared machine, run it under the rig."""
     config = os.path.join(CACHE, "build-light", ".config")
     if not os.path.isfile(config):
         die(f"no {config}: build the light kernel first (scripts/rsiw/kernel.sh build light)")
+    pin = f"refs/rsiw/prefixes/{KEY}"
+    # The series is made afresh and pinned under the scratch lock, which is then released: a
+    # `check` of any checkout must not wait for these builds. Objects are never pruned there.
     fd = lock()
     try:
-        commits = git("rev-list", "--reverse", f"{PRISTINE_REF}..{SERIES_REF}").stdout.decode().split()
-        if not commits:
-            die("no series for this checkout: run scripts/rsiw/series.sh make first")
-        paths = git("diff", "--name-only", "--no-renames", PRISTINE_REF, SERIES_REF).stdout.decode().split()
-        dirs = sorted({os.path.dirname(p) + "/" for p in paths if p.endswith(".c")
-                       and not p.startswith("rust/")} | {"rust/"})
+        generate(os.path.join(SCRATCH, f"prefix-patches-{KEY}"))
+        git("update-ref", pin, SERIES_REF)
+    finally:
+        os.close(fd)
+    commits = git("rev-list", "--reverse", f"{PRISTINE_REF}..{pin}").stdout.decode().split()
+    paths = git("diff", "--name-only", "--no-renames", PRISTINE_REF, pin).stdout.decode().split()
+    dirs = sorted({os.path.dirname(p) + "/" for p in paths if p.endswith(".c")
+                   and not p.startswith("rust/")} | {"rust/"})
+    last = len(commits) if every else len(commits) - 1
+    todo = list(range(1, last + 1))
+    if only:
+        bad = [k for k in only if not 1 <= k <= len(commits)]
+        if bad:
+            die(f"no prefix {bad[0]}: the series has {len(commits)} patches")
+        todo = sorted(set(only))
+    # The private tree and build directory are shared by all checkouts: one run at a time.
+    os.makedirs(SCRATCH, exist_ok=True)
+    pfd = os.open(os.path.join(SCRATCH, "prefix.lock"), os.O_CREAT | os.O_RDWR)
+    fcntl.flock(pfd, fcntl.LOCK_EX)
+    try:
         ptree = os.path.join(SCRATCH, "prefix-tree")
         pbuild = os.path.join(SCRATCH, "prefix-build")
         if not os.path.isdir(ptree):
             # Hard links are safe: files are replaced below, never written in place.
+            shutil.rmtree(ptree + ".tmp", ignore_errors=True)
             subprocess.run(["cp", "-al", PRISTINE, ptree + ".tmp"], check=True)
             os.rename(ptree + ".tmp", ptree)
         os.makedirs(pbuild, exist_ok=True)
         llvm = os.environ.get("RSIW_LLVM", "-19")
         passed = failed = 0
-        last = len(commits) if every else len(commits) - 1
-        for k, c in enumerate(commits[:last], 1):
+        for k in todo:
+            c = commits[k - 1]
             subject = git("log", "-1", "--format=%s", c).stdout.decode().strip()
             blobs = {}
             for line in git("ls-tree", "-r", c, "--", *paths).stdout.decode().splitlines():
@@ -1001,7 +1021,9 @@ def prefixes(every):
                 with open(dst + ".rsiw-tmp", "wb") as f:
                     f.write(data)
                 os.replace(dst + ".rsiw-tmp", dst)
-            shutil.copyfile(config, os.path.join(pbuild, ".config"))
+            pconfig = os.path.join(pbuild, ".config")
+            if not os.path.isfile(pconfig) or read(pconfig) != read(config):
+                shutil.copyfile(config, pconfig)
             mk = ["make", "-C", ptree, f"O={pbuild}", f"LLVM={llvm}", "-s"]
             t0 = time.time()
             logf = os.path.join(SCRATCH, f"prefix-{k}.log")
@@ -1016,13 +1038,15 @@ def prefixes(every):
         print(f"prefixes: {passed} passed, {failed} failed")
         return failed == 0
     finally:
-        os.close(fd)
+        os.close(pfd)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", nargs="?", default="make", choices=("make", "check", "tree", "prefixes"))
     ap.add_argument("--all", action="store_true", help="prefixes: the whole series too")
+    ap.add_argument("--only", type=lambda v: [int(x) for x in v.split(",")], default=[],
+                    metavar="K[,K...]", help="prefixes: only these (1: the first patch alone)")
     ap.add_argument("-o", "--output", default=os.path.join(TOP, "out/series"))
     a = ap.parse_args()
     try:
@@ -1036,7 +1060,7 @@ def main():
         if a.command == "check":
             return 0 if check(a.output) else 1
         if a.command == "prefixes":
-            return 0 if prefixes(a.all) else 1
+            return 0 if prefixes(a.all, a.only) else 1
         return 0 if tree() else 1
     except SeriesError as e:
         print(f"[rsiw] error: {e}", file=sys.stderr)

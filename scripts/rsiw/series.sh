@@ -9,9 +9,11 @@
 #                              result with kernel.sh's tree, checkpatch --strict
 #   series.sh tree             after `kernel.sh build`: kernel.sh's working tree
 #                              is the last check's `git am` result, byte for byte
-#   series.sh prefixes [--all] build the kernel crate and the changed C
-#                              directories of each prefix in a private tree
-#                              (slow: a kernel crate build per patch)
+#   series.sh prefixes [--all] [--only K,...]
+#                              make, then build the kernel crate and the changed
+#                              C directories of each prefix in a private tree
+#                              (slow: a kernel crate build per patch; not part
+#                              of make check; needs the light kernel's .config)
 #
 # The pristine source is committed once to a scratch repository in
 # $RSIW_CACHE/series (about a minute); later runs take seconds.
@@ -19,6 +21,6 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 export RSIW_TOP RSIW_CACHE RSIW_PRISTINE RSIW_TREE
 case "${1:-make}" in
-make | check) "$RSIW_TOP/scripts/rsiw/kernel.sh" fetch ;;
+make | check | prefixes) "$RSIW_TOP/scripts/rsiw/kernel.sh" fetch ;;
 esac
 exec python3 "$RSIW_TOP/scripts/rsiw/series.py" "$@"
