@@ -13,13 +13,14 @@ T ?=
 ARGS ?=
 
 .PHONY: help setup kernel kernel-light kernel-bench rootfs demo check check-long check-host \
-	check-vm shell bench series series-prefixes
+	check-vm check-series shell bench series series-prefixes
 
 help:
 	@echo "make demo        build, boot, attach rsiw to a netdev, show it working"
 	@echo "make check       all tests: host (cargo), kernel build, VM tests + KUnit"
 	@echo "make check-long  make check plus the long tests (perftest at all sizes ...)"
 	@echo "make check-host  host tests of the wire core only"
+	@echo "make check-series  the upstream series: git am, tree, checkpatch (seconds)"
 	@echo "make check-vm    VM tests; T='filter' selects cases (RSIW_LONG=1: with the long ones)"
 	@echo "make shell       a shell in a VM running the debug kernel (ARGS='--peer siw')"
 	@echo "make bench       rsiw against siw in identical VMs: a table and a plot"
@@ -56,6 +57,10 @@ check-long:
 
 check-host:
 	tests/wire/check.sh
+
+# The series stage of make check alone.
+check-series: setup
+	$(S)/series.sh check
 
 check-vm: kernel-light kernel kernel-bench rootfs
 	tests/vm/run $(T)
