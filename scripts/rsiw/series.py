@@ -850,7 +850,8 @@ def check(outdir):
         if r.returncode != 0:
             failed += 1
             failures.append("git am")
-            print(r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace"))
+            text = r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+            print("".join(l for l in text.splitlines(True) if not l.startswith("hint: ")))
             git("am", "--abort", check=False)
             print("series: git am onto pristine 7.3.4: FAILED")
         else:
