@@ -20,7 +20,14 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 export RSIW_TOP RSIW_CACHE RSIW_PRISTINE RSIW_TREE
+# The pristine source, read only. Fetched if missing under the lock kernel.sh
+# build fetches under, so that two first runs do not extract it at once.
 case "${1:-make}" in
-make | check | prefixes) "$RSIW_TOP/scripts/rsiw/kernel.sh" fetch ;;
+make | check | prefixes)
+	if [ ! -f "$RSIW_PRISTINE/.rsiw-verified" ]; then
+		mkdir -p "$RSIW_CACHE"
+		flock "$RSIW_CACHE/kernel.lock" "$RSIW_TOP/scripts/rsiw/kernel.sh" fetch
+	fi
+	;;
 esac
 exec python3 "$RSIW_TOP/scripts/rsiw/series.py" "$@"
