@@ -955,9 +955,10 @@ def tree():
 
 
 def prefixes(every, only):
-    """Builds the kernel crate and the changed C directories of every prefix of the series (but
-    the whole series unless `every`: the kernel stage builds that tree; only the prefixes `only`
-    if given), in a private tree and build directory with the light kernel's configuration.
+    """Builds the kernel crate and the changed C and Rust directories of every prefix of the
+    series (but the whole series unless `every`: the kernel stage builds that tree; only the
+    prefixes `only` if given), in a private tree and build directory with the light kernel's
+    configuration.
     Slow (a kernel crate build per patch): on a shared machine, run it under the rig."""
     config = os.path.join(CACHE, "build-light", ".config")
     if not os.path.isfile(config):
@@ -973,8 +974,6 @@ def prefixes(every, only):
         os.close(fd)
     commits = git("rev-list", "--reverse", f"{PRISTINE_REF}..{pin}").stdout.decode().split()
     paths = git("diff", "--name-only", "--no-renames", PRISTINE_REF, pin).stdout.decode().split()
-    dirs = sorted({os.path.dirname(p) + "/" for p in paths if p.endswith(".c")
-                   and not p.startswith("rust/")} | {"rust/"})
     last = len(commits) if every else len(commits) - 1
     todo = list(range(1, last + 1))
     if only:
@@ -1022,6 +1021,10 @@ def prefixes(every, only):
                 with open(dst + ".rsiw-tmp", "wb") as f:
                     f.write(data)
                 os.replace(dst + ".rsiw-tmp", dst)
+            # rust/ and every directory outside it with a changed C or Rust file in this prefix.
+            dirs = sorted({os.path.dirname(p) + "/" for p in paths if p.endswith((".c", ".rs"))
+                           and not p.startswith("rust/") and os.path.isfile(os.path.join(ptree, p))}
+                          | {"rust/"})
             pconfig = os.path.join(pbuild, ".config")
             if not os.path.isfile(pconfig) or read(pconfig) != read(config):
                 shutil.copyfile(config, pconfig)
