@@ -1021,10 +1021,12 @@ def prefixes(every, only):
                 with open(dst + ".rsiw-tmp", "wb") as f:
                     f.write(data)
                 os.replace(dst + ".rsiw-tmp", dst)
-            # rust/ and every directory outside it with a changed C or Rust file in this prefix.
+            # rust/ and every directory outside it with a changed C or Rust file in this prefix
+            # and a Makefile (not a Rust module's subdirectory).
             dirs = sorted({os.path.dirname(p) + "/" for p in paths if p.endswith((".c", ".rs"))
-                           and not p.startswith("rust/") and os.path.isfile(os.path.join(ptree, p))}
-                          | {"rust/"})
+                           and not p.startswith("rust/") and os.path.isfile(os.path.join(ptree, p))
+                           and any(os.path.isfile(os.path.join(ptree, os.path.dirname(p), m))
+                                   for m in ("Makefile", "Kbuild"))} | {"rust/"})
             pconfig = os.path.join(pbuild, ".config")
             if not os.path.isfile(pconfig) or read(pconfig) != read(config):
                 shutil.copyfile(config, pconfig)
