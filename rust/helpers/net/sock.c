@@ -49,6 +49,20 @@ __rust_helper void *rust_helper_sk_user_data_locked(struct sock *sk)
 			SK_USER_DATA_PTRMASK);
 }
 
+/*
+ * Caller holds sk_callback_lock. Returns sk_user_data if it was set with
+ * SK_USER_DATA_NOCOPY and no other flag, as rust_helper_sk_set_user_data_nocopy()
+ * sets it, and NULL otherwise (not set, or set by a BPF sockmap or reuseport array).
+ */
+__rust_helper void *rust_helper_sk_user_data_nocopy_locked(struct sock *sk)
+{
+	uintptr_t v = (uintptr_t)rcu_dereference_raw(__sk_user_data(sk));
+
+	if ((v & ~SK_USER_DATA_PTRMASK) != SK_USER_DATA_NOCOPY)
+		return NULL;
+	return (void *)(v & SK_USER_DATA_PTRMASK);
+}
+
 /* Caller holds sk_callback_lock for writing; ptr is at least 4-byte aligned. */
 __rust_helper void rust_helper_sk_set_user_data_nocopy(struct sock *sk, void *ptr)
 {

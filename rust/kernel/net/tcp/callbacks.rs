@@ -16,6 +16,7 @@ use crate::{
     net::skb::SkbData,
     prelude::*,
     sync::{
+        atomic::Relaxed,
         Arc,
         ArcBorrow, //
     },
@@ -99,6 +100,12 @@ impl CallbackSock<'_> {
 /// `sk_data_ready` runs with the socket locked, by the softirq (`bh_lock_sock()`) or by a task
 /// (`lock_sock()`, when the backlog is processed in `release_sock()`), which is what
 /// `tcp_read_sock()` requires.
+///
+/// # Invariants
+///
+/// `inner.sk` is a TCP socket whose lock (`bh_lock_sock()` or `lock_sock()`) is held by the
+/// caller of its `sk_data_ready` for `'a`: only [`dispatch`] creates the value, for the duration
+/// of that callback.
 pub struct DataReadySock<'a> {
     inner: CallbackSock<'a>,
 }
@@ -262,11 +269,13 @@ impl<T: Callbacks> VTableFor<T> {
 
 /// What `sk->sk_user_data` points to while callbacks are attached.
 ///
+/// It is installed with `SK_USER_DATA_NOCOPY` and no other flag (see [`attachment`]).
+///
 /// # Invariants
 ///
 /// `data` comes from `Arc::into_raw` of the type `vtable` was made for, and that reference is
 /// owned by this attachment. `saved` holds the callbacks that were installed before.
-struct Attachment {
+pub(super) struct Attachment {
     vtable: &'static AttachVTable,
     data: *const c_void,
     saved: [SkCallback; 4],
@@ -311,6 +320,15 @@ unsafe fn set_sk_callbacks(sk: *mut bindings::sock, cbs: &[SkCallback; 4]) {
 
 /// Returns the attachment of `sk`, or `None` if our callbacks are not attached to it.
 ///
+/// `sk_user_data` is ours if it was set with `SK_USER_DATA_NOCOPY` alone (as
+/// [`TcpSocket::attach`] sets it) and the trampoline of `idx` is installed. The trampolines reach
+/// sockets we never attached to in two ways: a child cloned from an attached listener inherits
+/// them (but not `sk_user_data`, which `SK_USER_DATA_NOCOPY` clears in the clone), and another
+/// owner of a socket's `sk_user_data` may keep them as the callbacks it saved and call them.
+/// Before `accept()` the only code that can set `sk_user_data` of such a child is BPF's: a
+/// sockmap's psock (`SK_USER_DATA_PSOCK`) or a reuseport array (`SK_USER_DATA_BPF`), both
+/// flagged; after `accept()` [`TcpSocket::accept`] refuses a child with an owner.
+///
 /// # Safety
 ///
 /// `sk` is valid and its `sk_callback_lock` is held. The returned reference must not be used
@@ -318,17 +336,14 @@ unsafe fn set_sk_callbacks(sk: *mut bindings::sock, cbs: &[SkCallback; 4]) {
 #[inline(never)]
 unsafe fn attachment<'a>(sk: *mut bindings::sock, idx: usize) -> Option<&'a Attachment> {
     // SAFETY: The lock is held (caller).
-    let data = unsafe { bindings::sk_user_data_locked(sk) };
-    // Our trampolines and our `sk_user_data` are installed and removed together under the write
-    // lock, and nothing else sets `sk_user_data` on a socket we own. A socket cloned from an
-    // attached listener inherits the trampolines but not `sk_user_data` (`SK_USER_DATA_NOCOPY`).
+    let data = unsafe { bindings::sk_user_data_nocopy_locked(sk) };
     // SAFETY: `sk` is valid.
     if data.is_null() || !same_callback(unsafe { sk_callbacks(sk) }[idx], TRAMPOLINES[idx]) {
         return None;
     }
-    // SAFETY: `data` was set by `TcpSocket::attach` to a leaked `KBox<Attachment>`, which is
-    // only freed by `TcpSocket::detach` after clearing it under the write lock, which cannot be
-    // taken while the caller holds the read lock.
+    // SAFETY: As argued above, `data` was set by `TcpSocket::attach` to a leaked
+    // `KBox<Attachment>`, which is only freed by `TcpSocket::detach` after clearing it under the
+    // write lock, which cannot be taken while the caller holds the read lock.
     Some(unsafe { &*data.cast::<Attachment>() })
 }
 
@@ -358,6 +373,8 @@ unsafe fn dispatch(sk: *mut bindings::sock, idx: usize) {
             match idx {
                 DATA_READY => match att.vtable.data_ready {
                     Some(f) => {
+                        // INVARIANT: `sk_data_ready` runs with the socket locked, and `dsk`
+                        // does not outlive this call.
                         let mut dsk = DataReadySock { inner: csk };
                         // SAFETY: See above.
                         unsafe { f(data, &mut dsk) };
@@ -390,13 +407,23 @@ unsafe fn dispatch(sk: *mut bindings::sock, idx: usize) {
             }
         }
         None => {
-            // Not (or no longer) attached. Either the callback was detached after the caller
-            // loaded the pointer, and the restored callback gets the event; or `sk` is a child
-            // cloned from an attached listener and not yet accepted, which has no wait queue
-            // (`sk_wq` is NULL until `sock_graft()`) so there is nobody to wake.
-            // SAFETY: `sk` is valid.
-            let cur = unsafe { sk_callbacks(sk) }[idx];
-            if same_callback(cur, TRAMPOLINES[idx]) {
+            // Not (or no longer) attached:
+            // - the callback was detached after the caller loaded the pointer: `sk_user_data`
+            //   is clear and the restored callback gets the event;
+            // - `sk` is a child cloned from an attached listener and not yet accepted, which
+            //   inherited the trampolines and has no wait queue (`sk_wq` is NULL until
+            //   `sock_graft()`): there is nobody to wake;
+            // - another owner of `sk_user_data` (a sockmap's psock on such a child) calls the
+            //   trampoline it saved, from its own callback: the current callback may be that
+            //   one, which would call us again. Nothing is chained then.
+            // SAFETY: `sk` is valid and the lock is held.
+            let (cur, owned) = unsafe {
+                (
+                    sk_callbacks(sk)[idx],
+                    !bindings::sk_user_data_locked(sk).is_null(),
+                )
+            };
+            if owned || same_callback(cur, TRAMPOLINES[idx]) {
                 None
             } else {
                 cur
@@ -454,13 +481,16 @@ impl TcpSocket {
     pub(super) fn restore_cloned_callbacks(&self, listener: &TcpSocket) {
         let lsk = listener.sk().as_ptr();
         let orig: [SkCallback; 4];
-        // SAFETY: `lsk` is valid; lock/unlock are paired; the attachment is only used under the
-        // lock.
+        // SAFETY: `lsk` is valid; lock/unlock are paired. The listener's attachment, if any, is
+        // installed and stays so while the lock is held (`TcpSocket` invariant); it is only
+        // read under the lock.
         unsafe {
             bindings::sk_callback_read_lock_bh(lsk);
-            orig = match attachment(lsk, DATA_READY) {
-                Some(att) => att.saved,
-                None => sk_callbacks(lsk),
+            let att = listener.attachment.load(Relaxed);
+            orig = if att.is_null() {
+                sk_callbacks(lsk)
+            } else {
+                (*att).saved
             };
             bindings::sk_callback_read_unlock_bh(lsk);
         }
@@ -485,8 +515,10 @@ impl TcpSocket {
     ///
     /// The current callbacks are saved and restored by [`TcpSocket::detach`] (or on drop).
     /// Events that happened before attaching are not replayed: data already queued can be read
-    /// with [`SocketGuard::read_sock`]. Returns `EBUSY` if something is already attached.
-    /// May sleep (allocates); must not be called from a callback of this socket.
+    /// with [`SocketGuard::read_sock`](super::SocketGuard::read_sock). Returns `EBUSY` if the
+    /// socket's `sk_user_data` is taken, by an earlier attachment or by another owner (a BPF
+    /// sockmap, say), whose callbacks and data are left alone. May sleep (allocates); must not be
+    /// called from a callback of this socket.
     pub fn attach<T: Callbacks>(&self, data: Arc<T>) -> Result {
         // Allocate first, so that nothing needs undoing if this fails.
         let mut att = KBox::new(
@@ -516,10 +548,12 @@ impl TcpSocket {
             }
             att.saved = sk_callbacks(sk);
             let p = KBox::into_raw(att);
-            // `KBox` allocations are at least pointer-aligned, so the low bit used for
-            // `SK_USER_DATA_NOCOPY` is free.
+            // `KBox` allocations are at least pointer-aligned, so the low bits used for the
+            // `SK_USER_DATA_*` flags are free.
             bindings::sk_set_user_data_nocopy(sk, p.cast());
             set_sk_callbacks(sk, &TRAMPOLINES);
+            // INVARIANT: `p` is installed as `sk_user_data`, under the write lock.
+            self.attachment.store(p, Relaxed);
             bindings::sk_callback_write_unlock_bh(sk);
         }
         Ok(())
@@ -528,18 +562,22 @@ impl TcpSocket {
     /// Detaches the handler attached by [`TcpSocket::attach`] and restores the saved callbacks.
     ///
     /// When it returns, no handler of the attachment is running or will run, and the `Arc` has
-    /// been dropped. Returns false if nothing was attached. Must not be called from a callback
-    /// of this socket or with interrupts disabled; may be called in atomic context otherwise.
+    /// been dropped. Returns false if nothing was attached; the socket is then left as it is,
+    /// including an `sk_user_data` that another owner set. Must not be called from a callback of
+    /// this socket or with interrupts disabled; may be called in atomic context otherwise.
     #[inline(never)]
     pub fn detach(&self) -> bool {
         let sk = self.sk().as_ptr();
-        // SAFETY: `sk` is valid; the write lock is held for the reads and writes.
+        // SAFETY: `sk` is valid; the write lock is held for the reads and writes. A non-null
+        // `attachment` is ours and installed as `sk_user_data` (type invariant).
         let att = unsafe {
             bindings::sk_callback_write_lock_bh(sk);
-            let att = bindings::sk_user_data_locked(sk).cast::<Attachment>();
+            let att = self.attachment.load(Relaxed);
             if !att.is_null() {
                 set_sk_callbacks(sk, &(*att).saved);
                 bindings::sk_set_user_data_nocopy(sk, ptr::null_mut());
+                // INVARIANT: Removed from `sk_user_data` just above, under the write lock.
+                self.attachment.store(ptr::null_mut(), Relaxed);
             }
             bindings::sk_callback_write_unlock_bh(sk);
             att

@@ -3,6 +3,7 @@
 //! The owned socket: creation, addresses, options and lifetime.
 
 use super::{
+    callbacks::Attachment,
     sk_err,
     sk_state,
     Connect,
@@ -17,7 +18,10 @@ use crate::{
         SockAddrStorage, //
     },
     prelude::*,
-    sync::LockClassKey, //
+    sync::{
+        atomic::Atomic,
+        LockClassKey, //
+    },
 };
 use core::{
     net::SocketAddr,
@@ -52,11 +56,18 @@ pub struct SockLockClass {
 ///
 /// # Invariants
 ///
-/// `sock` points to a `struct socket` of type `SOCK_STREAM` and protocol TCP, created by
-/// `sock_create*()` or `kernel_accept()`, owned by this object (released exactly once, on drop),
-/// with a non-NULL `sk` that does not change while it is owned.
+/// - `sock` points to a `struct socket` of type `SOCK_STREAM` and protocol TCP, created by
+///   `sock_create*()` or `kernel_accept()`, owned by this object (released exactly once, on
+///   drop), with a non-NULL `sk` that does not change while it is owned.
+/// - `sk_user_data` of `sk` is null or ours: `attachment` is null, or the [`Attachment`] this
+///   object installed as `sk_user_data` (with `SK_USER_DATA_NOCOPY`), which stays installed
+///   until this object removes it. `attachment` only changes with `sk_callback_lock` held for
+///   writing. A socket whose `sk_user_data` another owner set (a BPF sockmap, for instance) is
+///   refused when it is accepted, and an attachment fails on it; its owner's data and callbacks
+///   are never touched.
 pub struct TcpSocket {
     pub(super) sock: NonNull<bindings::socket>,
+    pub(super) attachment: Atomic<*mut Attachment>,
 }
 
 // SAFETY: A `struct socket` may be used and released from any task.
@@ -77,8 +88,11 @@ impl TcpSocket {
             return Err(EINVAL);
         }
         // INVARIANT: The caller created a TCP socket and passes its ownership; TCP sockets have
-        // an `sk` from creation to release.
-        Ok(Self { sock })
+        // an `sk` from creation to release. Nothing is attached yet.
+        Ok(Self {
+            sock,
+            attachment: Atomic::new(ptr::null_mut()),
+        })
     }
 
     #[inline]
@@ -204,18 +218,44 @@ impl TcpSocket {
     /// Accepts a connection without blocking (`kernel_accept(O_NONBLOCK)`).
     ///
     /// Returns `EAGAIN` if no connection is waiting; a listener's
-    /// [`Callbacks::data_ready`] signals one. The new socket has the callbacks this listener had
-    /// before any [`TcpSocket::attach`]; it has no attachment of its own. May sleep.
+    /// [`Callbacks::data_ready`](super::Callbacks::data_ready) signals one. The new socket has
+    /// the callbacks this listener had before any [`TcpSocket::attach`]; it has no attachment of
+    /// its own.
+    ///
+    /// A connection whose socket another owner took before it was accepted (a BPF sockops
+    /// program that put it in a sockmap, which sets `sk_user_data`) is refused: it is released
+    /// (the peer sees it closed) without touching that owner's data or callbacks, and the next
+    /// connection is accepted instead. May sleep.
     pub fn accept(&self) -> Result<TcpSocket> {
-        let mut new = ptr::null_mut();
-        // SAFETY: `sock` is valid; `new` is a valid location for the result.
-        to_result(unsafe {
-            bindings::kernel_accept(self.sock.as_ptr(), &mut new, bindings::O_NONBLOCK as c_int)
-        })?;
-        let new = Self::from_raw_owned(new)?;
-        new.restore_cloned_callbacks(self);
-        Ok(new)
+        loop {
+            let mut new = ptr::null_mut();
+            // SAFETY: `sock` is valid; `new` is a valid location for the result.
+            to_result(unsafe {
+                bindings::kernel_accept(self.sock.as_ptr(), &mut new, bindings::O_NONBLOCK as c_int)
+            })?;
+            let new = Self::from_raw_owned(new)?;
+            if new.has_owner() {
+                pr_debug!("tcp: refusing an accepted connection: its sk_user_data is taken\n");
+                // Dropping it releases it: nothing is attached, so nothing else is touched.
+                continue;
+            }
+            new.restore_cloned_callbacks(self);
+            return Ok(new);
+        }
     }
+
+    /// Returns whether something set `sk_user_data` of the socket. Any context.
+    fn has_owner(&self) -> bool {
+        let sk = self.sk().as_ptr();
+        // SAFETY: `sk` is valid; lock and unlock are paired.
+        unsafe {
+            bindings::sk_callback_read_lock_bh(sk);
+            let owned = !bindings::sk_user_data_locked(sk).is_null();
+            bindings::sk_callback_read_unlock_bh(sk);
+            owned
+        }
+    }
+
     /// Starts connecting to `addr` without blocking (`kernel_connect(O_NONBLOCK)`).
     ///
     /// Returns [`Connect::InProgress`] while the handshake runs; its end is reported through
