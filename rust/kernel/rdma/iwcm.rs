@@ -21,9 +21,11 @@
 //! - A `ConnectRequest` is delivered on the *listening* id; the event's provider token becomes the
 //!   `provider_data` of the new id that the iw_cm creates and later passes to `iw_accept` or
 //!   `iw_reject`.
-//! - After an `iw_accept` or `iw_connect`, the iw_cm holds a reference on the QP
-//!   (`iw_add_ref`), which it drops (`iw_rem_ref`) when the connection is closed or the id is
-//!   destroyed.
+//! - `iw_accept` and `iw_connect` look the QP up with `iw_get_qp` and then, under the same
+//!   spinlock, take a reference with `iw_add_ref`, which they drop (`iw_rem_ref`) when the
+//!   connection is closed or the id is destroyed. Nothing else calls `iw_add_ref`. The QP must
+//!   not be freed between the two calls, so `iw_get_qp` returns it with a reference, which
+//!   `iw_add_ref` adopts instead of taking another (see [`Operations::get_qp`]).
 //!
 //! C header: [`include/rdma/iw_cm.h`](srctree/include/rdma/iw_cm.h).
 
@@ -98,8 +100,10 @@ pub trait Operations {
 
     /// Returns the QP numbered `qpn` (`iw_get_qp`). Atomic context.
     ///
-    /// The iw_cm's own references (`iw_add_ref`/`iw_rem_ref`) are [`ARef`]s taken by the
-    /// abstraction.
+    /// The reference returned becomes the iw_cm's (`iw_add_ref`, which the iw_cm calls right
+    /// after this, adopts it; `iw_rem_ref` drops it), so the QP cannot be freed in between: a
+    /// concurrent [`qp::Operations::destroy`](super::qp::Operations::destroy) waits for it.
+    /// Which QPs a caller may bind is the driver's decision.
     fn get_qp(_dev: &Device<Self::Driver>, _qpn: u32) -> Option<ARef<Qp<Self::Driver>>> {
         build_error!(crate::error::VTABLE_DEFAULT_ERROR)
     }
@@ -513,27 +517,29 @@ impl<T: Driver> VTable<T> {
         let Ok(qpn) = u32::try_from(qpn) else {
             return ptr::null_mut();
         };
-        // The iw_cm takes its own reference with `add_ref` later, as with C providers (the QP
-        // cannot be destroyed meanwhile: ib_core destroys it only after the iw_cm let go).
-        <T::IwCm as Operations>::get_qp(dev, qpn).map_or(ptr::null_mut(), |qp| qp.as_raw())
+        // The reference is handed over to the iw_cm: `iw_add_ref_callback` adopts it, and
+        // `iw_rem_ref_callback` drops it. Dropping it here would let a concurrent destroy free
+        // the QP before the iw_cm's `iw_add_ref`.
+        <T::IwCm as Operations>::get_qp(dev, qpn)
+            .map_or(ptr::null_mut(), |qp| ARef::into_raw(qp).as_ptr().cast())
     }
+
+    /// Adopts the reference `iw_get_qp_callback` returned the QP with.
+    ///
+    /// # Safety
+    ///
+    /// `qp` was returned by `iw_get_qp_callback`, whose reference the caller owns and hands
+    /// over; it is returned with `iw_rem_ref_callback`. (The iw_cm calls `iw_add_ref` exactly
+    /// once after each successful `iw_get_qp`, under the same lock, and nowhere else.)
+    pub(super) unsafe extern "C" fn iw_add_ref_callback(_qp: *mut bindings::ib_qp) {}
 
     /// # Safety
     ///
-    /// `qp` is a live QP of a `Device<T>`.
-    pub(super) unsafe extern "C" fn iw_add_ref_callback(qp: *mut bindings::ib_qp) {
-        // SAFETY: Per the safety requirements.
-        let qp = unsafe { Qp::<T>::from_raw(qp) };
-        // The reference is returned by `rem_ref`.
-        core::mem::forget(ARef::from(qp));
-    }
-
-    /// # Safety
-    ///
-    /// `qp` is a live QP of a `Device<T>` on which the caller holds an `add_ref` reference.
+    /// `qp` is a live QP of a `Device<T>` on which the caller holds the reference of
+    /// `iw_get_qp_callback`, adopted by `iw_add_ref_callback`.
     pub(super) unsafe extern "C" fn iw_rem_ref_callback(qp: *mut bindings::ib_qp) {
         // SAFETY: `qp` is an `Object` at offset 0 (`Qp::from_raw`); the caller owns the
-        // reference taken by `add_ref`, which this gives back.
+        // reference of `iw_get_qp_callback`, which this gives back.
         drop(unsafe { ARef::from_raw(NonNull::new_unchecked(qp.cast::<Qp<T>>())) });
     }
 }
