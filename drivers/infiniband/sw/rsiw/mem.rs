@@ -66,16 +66,7 @@ use crate::{
         Sqe, //
     },
 };
-use core::{
-    ops::Deref,
-    sync::atomic::{
-        AtomicBool,
-        Ordering::{
-            Acquire,
-            Release, //
-        },
-    },
-};
+use core::ops::Deref;
 use kernel::{
     net::skb::SkbData,
     new_spinlock_irq,
@@ -97,8 +88,14 @@ use kernel::{
     },
     revocable::Revocable,
     sync::{
+        atomic::{
+            Acquire,
+            Atomic,
+            Release, //
+        },
         rcu,
         Arc,
+        ArcBorrow,
         SpinLockIrq, //
     },
 };
@@ -195,7 +192,7 @@ pub(crate) struct Mem {
     rights: Rights,
     base: u64,
     len: u64,
-    valid: AtomicBool,
+    valid: Atomic<bool>,
     /// The kernel virtual address capability of a DMA MR (`None` for the other kinds).
     kva: Option<KernelVa>,
     /// The pinned memory of a user MR (`None` for a DMA MR); revoked at deregistration.
@@ -495,7 +492,7 @@ impl MemTable {
                 rights,
                 base,
                 len,
-                valid: AtomicBool::new(fr.is_none()),
+                valid: Atomic::new(fr.is_none()),
                 kva,
                 umem <- Revocable::new(umem),
                 fr <- new_spinlock_irq!(fr, "rsiw_fastreg"),
@@ -605,7 +602,7 @@ impl MemTable {
         need: Rights,
         to: u64,
         len: u64,
-    ) -> Result<Placement<&'a Mem>, Fault> {
+    ) -> Result<Placement<ArcBorrow<'a, Mem>>, Fault> {
         let mem = self
             .table
             .get_in(rcu, stag::stag_index(stag))
