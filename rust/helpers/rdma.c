@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 #include <linux/scatterlist.h>
-#include <linux/xarray.h>
 #include <linux/mm.h>
 
 #if IS_ENABLED(CONFIG_RUST_RDMA_ABSTRACTIONS)
@@ -28,28 +28,10 @@ __rust_helper int rust_helper_ib_no_udata_io(struct ib_udata *udata)
 	return ib_no_udata_io(udata);
 }
 
-__rust_helper int rust_helper_xa_alloc_cyclic_irq(struct xarray *xa, u32 *id, void *entry,
-						  struct xa_limit limit, u32 *next, gfp_t gfp)
+/* Whether ib_umem_get() pinned the pages for writing (a bit field). */
+__rust_helper bool rust_helper_ib_umem_writable(const struct ib_umem *umem)
 {
-	return xa_alloc_cyclic_irq(xa, id, entry, limit, next, gfp);
-}
-
-__rust_helper void *rust_helper_xa_erase_irq(struct xarray *xa, unsigned long index)
-{
-	return xa_erase_irq(xa, index);
-}
-
-__rust_helper unsigned long rust_helper_xa_lock_irqsave(struct xarray *xa)
-{
-	unsigned long flags;
-
-	xa_lock_irqsave(xa, flags);
-	return flags;
-}
-
-__rust_helper void rust_helper_xa_unlock_irqrestore(struct xarray *xa, unsigned long flags)
-{
-	xa_unlock_irqrestore(xa, flags);
+	return umem->writable;
 }
 
 __rust_helper bool rust_helper_ib_uses_virt_dma(struct ib_device *dev)

@@ -11,6 +11,11 @@
 //! one index operation, and offers [`Umem::read`] and [`Umem::write`], which copy through
 //! short-lived `kmap_local_page()` mappings, and [`Umem::write_from_skb`], which places received
 //! data from a socket buffer the same way, without a staging copy.
+//!
+//! Pages pinned without write access (a registration without local write, remote write or
+//! remote atomic access) may be pages nobody may write: the shared zero page, a page cache page
+//! of a file mapped privately, a page shared copy-on-write with another process. The writes
+//! refuse them ([`Umem::is_writable`]).
 
 use super::{
     device::{
@@ -44,11 +49,13 @@ use core::ptr::NonNull;
 /// - `pages` holds, in order, the pages pinned by `raw`; they stay pinned until drop.
 /// - `offset < PAGE_SIZE` is the offset of the first byte in `pages[0]`, and
 ///   `offset + len <= pages.len() * PAGE_SIZE`.
+/// - `writable` is true only if the pages were pinned for writing (`ib_umem.writable`).
 pub struct Umem {
     raw: NonNull<bindings::ib_umem>,
     pages: KVVec<NonNull<bindings::page>>,
     offset: usize,
     len: usize,
+    writable: bool,
 }
 
 // SAFETY: An `ib_umem` may be released from any thread; the page array is plain data.
@@ -71,6 +78,21 @@ impl Umem {
         len: u64,
         access: AccessFlags,
     ) -> Result<Self> {
+        // SAFETY: `dev` is a live device.
+        unsafe { Self::get_raw(dev.as_raw(), addr, len, access) }
+    }
+
+    /// [`Umem::get`] for the `struct ib_device` `dev`.
+    ///
+    /// # Safety
+    ///
+    /// `dev` is a valid `struct ib_device` for the lifetime of the result.
+    unsafe fn get_raw(
+        dev: *mut bindings::ib_device,
+        addr: u64,
+        len: u64,
+        access: AccessFlags,
+    ) -> Result<Self> {
         if len == 0 || addr.checked_add(len).is_none() {
             return Err(EINVAL);
         }
@@ -83,11 +105,11 @@ impl Umem {
             .ok_or(EINVAL)?
             >> PAGE_SHIFT;
 
-        // SAFETY: `dev` is a live device; a NULL attribute bundle selects the plain virtual
+        // SAFETY: `dev` is a valid device; a NULL attribute bundle selects the plain virtual
         // address `addr`.
         let raw = from_err_ptr(unsafe {
             bindings::ib_umem_get_attr_or_va(
-                dev.as_raw(),
+                dev,
                 core::ptr::null(),
                 0,
                 addr,
@@ -97,12 +119,15 @@ impl Umem {
         })?;
         let raw = NonNull::new(raw).ok_or(EINVAL)?;
         // INVARIANT: `pages` is filled below from the umem's scatterlist before `this` is
-        // handed out; on failure `this` is dropped, releasing the umem.
+        // handed out; on failure `this` is dropped, releasing the umem. `writable` is how
+        // `ib_umem_get()` pinned the pages.
         let mut this = Self {
             raw,
             pages: KVVec::new(),
             offset,
             len: ulen,
+            // SAFETY: `raw` is a valid umem.
+            writable: unsafe { bindings::ib_umem_writable(raw.as_ptr()) },
         };
         this.pages.reserve(npages, GFP_KERNEL)?;
 
@@ -139,6 +164,12 @@ impl Umem {
     /// Returns `true` if the region is empty (never: pinning an empty range fails).
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Returns whether the pages were pinned for writing: [`Umem::write`] and
+    /// [`Umem::write_from_skb`] fail with `EACCES` otherwise.
+    pub fn is_writable(&self) -> bool {
+        self.writable
     }
 
     /// Returns the offset of the region's first byte in its first page.
@@ -199,8 +230,12 @@ impl Umem {
 
     /// Copies `src` into region bytes `[off, off + src.len())`.
     ///
-    /// Fails with `EINVAL` if the range is not inside the region.
+    /// Fails with `EACCES` if the pages were not pinned for writing and `EINVAL` if the range
+    /// is not inside the region.
     pub fn write(&self, off: usize, src: &[u8]) -> Result {
+        if !self.writable {
+            return Err(EACCES);
+        }
         self.for_each_piece(off, src.len(), |page, in_page, r| {
             let s = &src[r];
             // SAFETY: `s` is valid for reading `s.len()` bytes. The page is user memory pinned
@@ -214,8 +249,9 @@ impl Umem {
     /// `[off, off + len)`, straight into the pinned pages (`skb_copy_bits()` through short-lived
     /// `kmap_local_page()` mappings): no staging buffer. Does not sleep.
     ///
-    /// Fails with `EINVAL` if the range is not inside the region or not inside `skb`. Pages
-    /// before the failing one may have been written.
+    /// Fails with `EACCES` if the pages were not pinned for writing, with `EINVAL` if the range
+    /// is not inside the region or not inside `skb`. Pages before the failing one may have been
+    /// written.
     pub fn write_from_skb(
         &self,
         off: usize,
@@ -223,6 +259,9 @@ impl Umem {
         skb_off: usize,
         len: usize,
     ) -> Result {
+        if !self.writable {
+            return Err(EACCES);
+        }
         skb.check_range(skb_off, len)?;
         self.for_each_piece(off, len, |page, in_page, r| {
             // `for_each_piece()` keeps `in_page + r.len()` within the page and `r` within
@@ -311,5 +350,65 @@ impl Drop for Umem {
         // SAFETY: By the type invariant `raw` is a live umem released only here. This may
         // sleep; `Umem` is only dropped in process context (see the MR documentation).
         unsafe { bindings::ib_umem_release(self.raw.as_ptr()) };
+    }
+}
+
+#[macros::kunit_tests(rust_rdma_umem)]
+mod tests {
+    use super::*;
+    use crate::kunit::in_kunit_test;
+
+    // `include/uapi/asm-generic/mman-common.h` (not in the bindings).
+    const PROT_READ: c_ulong = 0x1;
+    const MAP_PRIVATE: c_ulong = 0x02;
+    const MAP_ANONYMOUS: c_ulong = 0x20;
+
+    /// A read-only private mapping pins the shared zero page (the same for every untouched
+    /// anonymous page, and the closest KUnit gets to a read-only private file mapping: it
+    /// maps no file, but pinning it without write access gives a page nobody may write, as
+    /// the page cache page of such a mapping would be). The writes must refuse it.
+    #[test]
+    fn read_only_pin_refuses_writes() -> Result {
+        assert!(in_kunit_test());
+        // SAFETY: Called from a KUnit test, which `kunit_get_current_test()` returns.
+        let test = unsafe { bindings::kunit_get_current_test() };
+        // SAFETY: `test` is the running test; the mapping (and the mm KUnit attaches for it)
+        // lives until the test ends.
+        let addr = unsafe {
+            bindings::kunit_vm_mmap(
+                test,
+                core::ptr::null_mut(),
+                0,
+                PAGE_SIZE,
+                PROT_READ,
+                MAP_PRIVATE | MAP_ANONYMOUS,
+                0,
+            )
+        };
+        assert_ne!(addr, 0);
+        // A device with no DMA device: `ib_umem_get()` only asks whether it uses virtual DMA.
+        let dev = KBox::into_raw(KBox::<bindings::ib_device>::new_uninit(GFP_KERNEL)?)
+            .cast::<bindings::ib_device>();
+        // SAFETY: `dev` is a fresh allocation for one `ib_device`; zeroed, as ib_core's
+        // `kzalloc()`ed devices start.
+        unsafe { core::ptr::write_bytes(dev, 0, 1) };
+        // SAFETY: `dev` is a valid device until it is freed below, after the umem.
+        let ro = unsafe { Umem::get_raw(dev, addr as u64, PAGE_SIZE as u64, AccessFlags::empty()) };
+        let res = ro.and_then(|ro| {
+            assert!(!ro.is_writable());
+            let w = ro.write(10, &[0xa5; 16]);
+            let mut back = [0xffu8; 32];
+            ro.read(0, &mut back)?;
+            if w.is_ok() {
+                // Undo it: the page is the zero page.
+                let _ = ro.write(10, &[0; 16]);
+            }
+            assert_eq!(w, Err(EACCES));
+            assert_eq!(back, [0u8; 32]);
+            Ok(())
+        });
+        // SAFETY: `dev` came from `KBox::into_raw` above; the umem is gone.
+        drop(unsafe { KBox::from_raw(dev.cast::<core::mem::MaybeUninit<bindings::ib_device>>()) });
+        res
     }
 }
