@@ -73,6 +73,17 @@ pub use page_list::{
 
 use page_list::Step;
 
+/// Returns `len` bytes of a pattern that depends on `seed`, for the KUnit tests of the memory
+/// a region reaches: byte `i` is `7 * i + seed`, modulo 256.
+#[cfg(CONFIG_KUNIT = "y")]
+fn test_pattern(len: usize, seed: u8) -> Result<KVec<u8>> {
+    let mut v = KVec::with_capacity(len, GFP_KERNEL)?;
+    for i in 0..len {
+        v.push((i as u8).wrapping_mul(7).wrapping_add(seed), GFP_KERNEL)?;
+    }
+    Ok(v)
+}
+
 /// A `struct ib_mr` with the driver's [`Driver::Mr`] data.
 pub type Mr<T> = Object<T, MrKind>;
 

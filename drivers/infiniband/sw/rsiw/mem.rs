@@ -1012,10 +1012,10 @@ mod tests {
     fn dma_mr_placement() -> Result {
         let t = MemTable::new()?;
         let pd = PdId(0x40);
-        let kva = KernelVa::for_kunit().ok_or(EINVAL)?;
+        // The capability of a KUnit test owns the memory it reaches.
+        let kva = KernelVa::for_kunit(KVec::from_elem(0u8, 6000, GFP_KERNEL)?).ok_or(EINVAL)?;
+        let (addr, _) = kva.kunit_buffer().ok_or(EINVAL)?;
         let dma = t.add_dma(pd, Rights::LOCAL_WRITE, kva)?;
-        let mut buf = KVec::from_elem(0u8, 6000, GFP_KERNEL)?;
-        let addr = buf.as_ptr() as usize as u64;
         // A local SGE of the DMA MR: its address is a kernel virtual address.
         let p = t
             .check(pd, dma.stag(), Rights::LOCAL_WRITE, addr + 10, 5000)
@@ -1047,13 +1047,18 @@ mod tests {
             Some(Fault::ToWrap)
         );
         // With the unsafe global rkey: remote reads and writes.
-        let kva = KernelVa::for_kunit().ok_or(EINVAL)?;
+        let kva = KernelVa::for_kunit(KVec::from_elem(0u8, 64, GFP_KERNEL)?).ok_or(EINVAL)?;
+        let (gaddr, _) = kva.kunit_buffer().ok_or(EINVAL)?;
         let all = Rights::LOCAL_WRITE | Rights::REMOTE_READ | Rights::REMOTE_WRITE;
         let g = t.add_dma(pd, all, kva)?;
-        t.check(pd, g.stag(), Rights::REMOTE_WRITE, addr, 8)
+        t.check(pd, g.stag(), Rights::REMOTE_WRITE, gaddr, 8)
             .map_err(|_| EINVAL)?
             .write(0, &[9; 8])?;
-        assert_eq!(buf[..8], [9; 8]);
+        let mut nine = [0u8; 8];
+        t.check(pd, g.stag(), Rights::REMOTE_READ, gaddr, 8)
+            .map_err(|_| EINVAL)?
+            .read(0, &mut nine)?;
+        assert_eq!(nine, [9; 8]);
         // A DMA MR without the capability cannot copy.
         let n = t.add_dma_nocopy(pd, Rights::LOCAL_WRITE)?;
         let pn = t
@@ -1063,7 +1068,6 @@ mod tests {
         t.remove(&dma);
         t.remove(&g);
         t.remove(&n);
-        buf.clear();
         Ok(())
     }
 

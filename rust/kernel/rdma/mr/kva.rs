@@ -16,8 +16,8 @@ use crate::{
 /// kernel PD, or a remote access to it through `pd->unsafe_global_rkey`, is such an address
 /// (C siw: `mem == NULL` in `siw_check_sge()` and the copies of siw_qp_tx.c/siw_qp_rx.c).
 ///
-/// Only the abstraction creates this capability: it hands one to [`Operations::get_dma`](super::Operations::get_dma) when
-/// ib_core creates the DMA MR of a *kernel* PD (`__ib_alloc_pd()`; `pd->uobject` is NULL). It is
+/// Only the abstraction creates this capability: it hands one to
+/// [`Operations::get_dma`](super::Operations::get_dma) when ib_core creates the DMA MR of a *kernel* PD (`__ib_alloc_pd()`; `pd->uobject` is NULL). It is
 /// neither `Clone` nor `Copy`, so a driver can only keep it with that one region; user PDs never
 /// get one, so user memory keys can never reach kernel virtual addresses.
 ///
@@ -28,13 +28,41 @@ use crate::{
 /// # Invariants
 ///
 /// The value was created by the abstraction for the DMA MR of a kernel PD of a device using
-/// virtual DMA (or, for KUnit, inside a KUnit test). Under the verbs contract, every address a
-/// kernel consumer passes with that MR's keys is the kernel virtual address of memory it owns
-/// and keeps mapped and allocated until the work request that names it completes (remote
-/// accesses: while the consumer has advertised the address).
+/// virtual DMA, or by [`KernelVa::for_kunit`] with `kunit` set. Under the verbs contract, every
+/// address a kernel consumer passes with that MR's keys is the kernel virtual address of memory
+/// it owns and keeps mapped and allocated until the work request that names it completes
+/// (remote accesses: while the consumer has advertised the address). With `kunit` set, copies
+/// are confined to its buffer, which the value owns.
 pub struct KernelVa {
+    #[cfg(CONFIG_KUNIT)]
+    kunit: Option<KunitBuf>,
     _private: (),
 }
+
+/// The buffer a [`KernelVa`] made for a KUnit test owns, from `KVec::into_raw_parts()`: no
+/// Rust reference to its bytes exists while it lives, only the copies' raw accesses.
+#[cfg(CONFIG_KUNIT)]
+struct KunitBuf {
+    ptr: *mut u8,
+    len: usize,
+    cap: usize,
+}
+
+#[cfg(CONFIG_KUNIT)]
+impl Drop for KunitBuf {
+    fn drop(&mut self) {
+        // SAFETY: The parts came from `KVec::into_raw_parts()` and are used once.
+        drop(unsafe { KVec::from_raw_parts(self.ptr, self.len, self.cap) });
+    }
+}
+
+// SAFETY: The capability (and a KUnit buffer, which is plain memory it owns) may move between
+// threads.
+unsafe impl Send for KernelVa {}
+
+// SAFETY: Copies through `&KernelVa` are raw accesses the callers' locking orders, as for the
+// memory of kernel consumers.
+unsafe impl Sync for KernelVa {}
 
 impl KernelVa {
     /// Creates the capability for the DMA MR of PD `pd`, or `None` for a user PD or a device
@@ -51,24 +79,54 @@ impl KernelVa {
             return None;
         }
         // INVARIANT: The DMA MR of a kernel PD of a virtual-DMA device.
-        Some(Self { _private: () })
+        Some(Self {
+            #[cfg(CONFIG_KUNIT)]
+            kunit: None,
+            _private: (),
+        })
     }
 
-    /// Returns the capability inside a KUnit test (for tests of drivers, which copy to their
-    /// own buffers), `None` elsewhere.
+    /// Returns a capability confined to `buf`, for KUnit tests of drivers, or `None` outside
+    /// a KUnit test. The capability owns the buffer; [`KernelVa::kunit_buffer`] tells its
+    /// address, and addresses outside it fail with `EFAULT`.
     #[cfg(CONFIG_KUNIT)]
-    pub fn for_kunit() -> Option<Self> {
-        // INVARIANT: Only inside a KUnit test.
-        crate::kunit::in_kunit_test().then_some(Self { _private: () })
+    pub fn for_kunit(buf: KVec<u8>) -> Option<Self> {
+        if !crate::kunit::in_kunit_test() {
+            return None;
+        }
+        let (ptr, len, cap) = buf.into_raw_parts();
+        // INVARIANT: Copies are confined to the buffer, which the value owns.
+        Some(Self {
+            kunit: Some(KunitBuf { ptr, len, cap }),
+            _private: (),
+        })
+    }
+
+    /// Returns the kernel virtual address and the length of the buffer of a capability made by
+    /// [`KernelVa::for_kunit`].
+    #[cfg(CONFIG_KUNIT)]
+    pub fn kunit_buffer(&self) -> Option<(u64, usize)> {
+        self.kunit.as_ref().map(|b| (b.ptr as usize as u64, b.len))
+    }
+
+    /// Returns `Err(EFAULT)` unless `[start, last]` lies in the buffer of a KUnit capability.
+    #[cfg(CONFIG_KUNIT)]
+    fn confined(&self, start: usize, last: usize) -> Result {
+        match &self.kunit {
+            Some(b) if start < b.ptr as usize || last >= b.ptr as usize + b.len => Err(EFAULT),
+            _ => Ok(()),
+        }
     }
 
     /// Checks `[addr, addr + len)` (`len > 0`) and returns it as a pointer.
     ///
     /// Fails with `EINVAL` if the range wraps or does not fit a pointer and `EFAULT` if a page
     /// of it is not direct-mapped kernel memory.
-    fn check(addr: u64, len: usize) -> Result<usize> {
+    fn check(&self, addr: u64, len: usize) -> Result<usize> {
         let start = usize::try_from(addr).map_err(|_| EINVAL)?;
         let last = start.checked_add(len - 1).ok_or(EINVAL)?;
+        #[cfg(CONFIG_KUNIT)]
+        self.confined(start, last)?;
         let mut at = start;
         loop {
             // SAFETY: `virt_addr_valid()` only computes on the address.
@@ -93,7 +151,7 @@ impl KernelVa {
         if src.is_empty() {
             return Ok(());
         }
-        let dst = Self::check(addr, src.len())?;
+        let dst = self.check(addr, src.len())?;
         // SAFETY: By the type invariant `addr` names memory of a kernel consumer that stays
         // allocated while the work request accessing it is in progress; `check()` verified that
         // all `src.len()` bytes are direct-mapped kernel memory. `src` is a distinct Rust
@@ -116,7 +174,7 @@ impl KernelVa {
         if len == 0 {
             return Ok(());
         }
-        let dst = Self::check(addr, len)?;
+        let dst = self.check(addr, len)?;
         // SAFETY: As in `write()`: by the type invariant `addr` names memory of a kernel
         // consumer that stays allocated while the work request accessing it is in progress, and
         // `check()` verified that all `len` bytes are direct-mapped kernel memory. The memory is
@@ -130,7 +188,7 @@ impl KernelVa {
         if dst.is_empty() {
             return Ok(());
         }
-        let src = Self::check(addr, dst.len())?;
+        let src = self.check(addr, dst.len())?;
         // SAFETY: As in `write()`; `dst` is borrowed mutably, so the ranges do not overlap.
         unsafe { core::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
         Ok(())
@@ -140,18 +198,28 @@ impl KernelVa {
 #[macros::kunit_tests(rust_rdma_kva)]
 mod tests {
     use super::*;
+    use crate::rdma::mr::test_pattern as pattern;
 
-    fn pattern(len: usize, seed: u8) -> Result<KVec<u8>> {
-        let mut v = KVec::with_capacity(len, GFP_KERNEL)?;
-        for i in 0..len {
-            v.push((i as u8).wrapping_mul(7).wrapping_add(seed), GFP_KERNEL)?;
+    impl KernelVa {
+        /// Returns a capability that is not confined to a buffer.
+        ///
+        /// # Safety
+        ///
+        /// Copies through it only name memory the caller owns (or addresses the checks
+        /// refuse).
+        unsafe fn unconfined() -> Self {
+            // INVARIANT: Per the safety requirements.
+            Self {
+                kunit: None,
+                _private: (),
+            }
         }
-        Ok(v)
     }
 
     #[test]
     fn kernel_va_copies() -> Result {
-        let kva = KernelVa::for_kunit().ok_or(EINVAL)?;
+        // SAFETY: The test copies only to its own buffers and to addresses the checks refuse.
+        let kva = unsafe { KernelVa::unconfined() };
         // Across a page boundary of a kmalloc'ed buffer.
         let mut buf = pattern(3 * 4096, 4)?;
         let addr = buf.as_ptr() as usize as u64;
@@ -174,6 +242,21 @@ mod tests {
         let v = VBox::new([7u8; 64], GFP_KERNEL)?;
         assert_eq!(kva.read(v.as_ptr() as usize as u64, &mut back), Err(EFAULT));
         buf.clear();
+        Ok(())
+    }
+
+    #[test]
+    fn kunit_capability_is_confined() -> Result {
+        let kva = KernelVa::for_kunit(pattern(100, 9)?).ok_or(EINVAL)?;
+        let (addr, len) = kva.kunit_buffer().ok_or(EINVAL)?;
+        assert_eq!(len, 100);
+        kva.write(addr + 90, &[1; 10])?;
+        let mut back = [0u8; 10];
+        kva.read(addr + 90, &mut back)?;
+        assert_eq!(back, [1; 10]);
+        // One byte past either end of the buffer is refused, though it is kernel memory.
+        assert_eq!(kva.write(addr + 91, &[1; 10]), Err(EFAULT));
+        assert_eq!(kva.read(addr - 1, &mut back[..2]), Err(EFAULT));
         Ok(())
     }
 }

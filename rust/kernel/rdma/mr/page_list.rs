@@ -292,6 +292,7 @@ impl PageList {
 mod tests {
     use super::*;
     use crate::bindings;
+    use crate::rdma::mr::test_pattern as pattern;
 
     /// An `ib_mr` followed by the page list its `set_page` callback fills, as a driver's MR.
     #[repr(C)]
@@ -354,14 +355,6 @@ mod tests {
         let iova = h.mr.iova;
         h.list.apply(MapStep(Step::End { iova, length }))?;
         Ok((h, ret))
-    }
-
-    fn pattern(len: usize, seed: u8) -> Result<KVec<u8>> {
-        let mut v = KVec::with_capacity(len, GFP_KERNEL)?;
-        for i in 0..len {
-            v.push((i as u8).wrapping_mul(7).wrapping_add(seed), GFP_KERNEL)?;
-        }
-        Ok(v)
     }
 
     #[test]
