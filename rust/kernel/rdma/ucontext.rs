@@ -52,12 +52,14 @@ pub trait Operations: Sized + Send + Sync {
     /// waiting for the processes that use it (`ib_uverbs_remove_one()` in
     /// [`drivers/infiniband/core/uverbs_main.c`](srctree/drivers/infiniband/core/uverbs_main.c)):
     /// uverbs destroys every object of the context through the destroy operations, zaps the
-    /// process's mappings of the context's queues, then calls this method and
+    /// mappings made with `rdma_user_mmap_io()`, then calls this method and
     /// [`Operations::dealloc`]; later verbs calls of the process fail with `EIO`. It also
     /// means an open uverbs file no longer pins the driver's module. The destroy operations must
     /// therefore be able to tear down an object that is in use (a connected QP, for instance).
-    /// Mapped queue memory is owned by its mmap entry (see [`super::mmap`]), so it stays valid
-    /// until the mappings are gone. Without this method, removing the device blocks until every
+    /// Mappings of a [`RingBuf`](mmap::RingBuf) ([`Operations::mmap`]'s default) are not
+    /// zapped: they stay in the process until it unmaps them, and keep their pages (the
+    /// mapping's own page references) after the buffer is freed, but no kernel code reads or
+    /// writes those pages any more. Without this method, removing the device blocks until every
     /// process has closed its uverbs file.
     fn disassociate(_uctx: &Ucontext<Self::Driver>) {
         build_error!(crate::error::VTABLE_DEFAULT_ERROR)

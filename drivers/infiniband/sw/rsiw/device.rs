@@ -406,7 +406,8 @@ impl ucontext::Operations for RsiwUcontext {
     // Device removal (`rdma link delete`, the netdev going away, rmmod) with a process still
     // attached: uverbs has already destroyed the context's objects through the destroy methods
     // (a connected QP is detached from its connection, which is closed, so the peer sees the
-    // disconnect) and zapped the queue mappings; the context holds nothing else to revoke.
+    // disconnect). The process may still map their rings, whose pages its mappings keep, but
+    // nothing reads or writes them any more; the context holds nothing else to revoke.
     // Providing the op is what lets the removal go on instead of waiting for the process.
     fn disassociate(_uctx: &Ucontext<RsiwDevice>) {}
 
