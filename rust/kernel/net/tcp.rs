@@ -45,6 +45,8 @@ use core::ptr::{
 mod callbacks;
 mod send;
 mod socket;
+#[cfg(CONFIG_KUNIT = "y")]
+mod tests;
 
 pub use callbacks::{
     CallbackSock,

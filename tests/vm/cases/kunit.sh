@@ -14,8 +14,8 @@
 # (the guest has no sources, so a new suite must be added here by hand).
 . /rsiw/tests/vm/lib.sh
 
-boot_suites="rust_kernel_fmt rust_netlink rust_rdma_mr rust_spinlock_irq_condvar rust_sync_rcu_arc"
-module_suites="rsiw_qp_state rsiw_wire rsiw_mem rsiw_wqe rsiw_ring rsiw_stag rsiw_net_tcp"
+boot_suites="rust_kernel_fmt rust_netlink rust_net_tcp rust_rdma_kva rust_rdma_mr rust_rdma_umem rust_spinlock_irq_condvar rust_sync_rcu_arc"
+module_suites="rsiw_qp_state rsiw_wire rsiw_mem rsiw_wqe rsiw_ring rsiw_stag"
 
 # ktap_check WHAT KTAP SUITE...: every result in KTAP passed, the top-level
 # plans (1..N) add up to the top-level results, and each SUITE passed.

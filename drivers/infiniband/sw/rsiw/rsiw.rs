@@ -22,8 +22,6 @@ mod crc;
 mod device;
 mod limits;
 mod mem;
-#[cfg(CONFIG_RDMA_RSIW_KUNIT_TEST)]
-mod net_test;
 mod qp;
 mod ring;
 mod rx;
