@@ -31,11 +31,15 @@
 #
 # Environment (make fuzz passes them through):
 #   FUZZ_TARGETS   targets, space or comma separated (default: all)
-#   FUZZ_SECONDS   seconds per target (default 600)
+#   FUZZ_SECONDS   seconds per target (default 600; 0: no fuzzing, only
+#                  FUZZ_MINIMIZE or FUZZ_COVERAGE)
 #   FUZZ_RUNS      executions per target (default: no limit)
 #   FUZZ_MINIMIZE  1: merge new coverage into the committed corpus
 #   FUZZ_NICE      niceness (default 19)
 #   FUZZ_SANITIZER cargo fuzz -s (default none)
+#   FUZZ_COVERAGE  1: then replay the corpus with source coverage
+#                  (cargo fuzz coverage; rustup's llvm-tools) and print
+#                  the line and region coverage of each wire/*.rs file
 #   FUZZ_ARGS      more libFuzzer flags (e.g. -max_len=8192)
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -46,6 +50,7 @@ work=$RSIW_CACHE/fuzz
 seconds=${FUZZ_SECONDS:-600}
 runs=${FUZZ_RUNS:-0}
 minimize=${FUZZ_MINIMIZE:-0}
+coverage=${FUZZ_COVERAGE:-0}
 niceness=${FUZZ_NICE:-19}
 sanitizer=${FUZZ_SANITIZER:-none}
 read -r -a extra <<<"${FUZZ_ARGS:-}"
@@ -75,16 +80,35 @@ bin=$(ls -d "$CARGO_TARGET_DIR"/*/release 2>/dev/null | head -1)
 # "#N ... cov: C ft: F corp: E/S ... exec/s: X" of the last status line.
 field() { grep -oE "$1: [0-9]+" <<<"$2" | tail -1 | awk '{print $2}'; }
 
-summary=()
-failed=()
-for t in $targets; do
-	corpus=$work/corpus/$t
-	arts=$work/artifacts/$t
-	logs=$work/logs/$t
-	mkdir -p "$corpus" "$arts" "$logs" "$work/bin"
-	# A copy: a rebuild while the campaign runs does not touch it.
-	cp "$bin/$t" "$work/bin/.$t.new" && mv -f "$work/bin/.$t.new" "$work/bin/$t" ||
-		rsiw_die "no binary for $t"
+# Line and region coverage of the wire core by the corpus of target $1:
+# cargo fuzz coverage writes into the fuzz directory, moved to the cache.
+source_coverage() {
+	local t=$1 out=$work/coverage/$1 tdir=$RSIW_CACHE/cargo-target/wire-fuzz-cov cov bin
+	cov=$(ls "$(rustc --print sysroot)"/lib/rustlib/*/bin/llvm-cov 2>/dev/null | head -1)
+	if [ -z "$cov" ]; then
+		rustup component add llvm-tools >&2 || { echo "$t: no llvm-tools"; return; }
+		cov=$(ls "$(rustc --print sysroot)"/lib/rustlib/*/bin/llvm-cov | head -1)
+	fi
+	rsiw_log "source coverage of $t (cargo fuzz coverage)"
+	(cd "$wire" && RUSTC_BOOTSTRAP=1 nice -n "$niceness" cargo fuzz coverage -O -a -s none \
+		--fuzz-dir fuzz --target-dir "$tdir" "$t" "$work/corpus/$t" "$fuzz_dir/corpus/$t" \
+		>"$work/logs/$t/coverage.log" 2>&1) || { echo "$t: coverage failed ($work/logs/$t/coverage.log)"; return; }
+	rm -rf "$out"
+	mkdir -p "$work/coverage"
+	mv "$fuzz_dir/coverage/$t" "$out" && rmdir "$fuzz_dir/coverage" 2>/dev/null
+	bin=$(find "$tdir" -path '*/coverage/*/release/*' -name "$t" -type f | head -1)
+	"$cov" report "$bin" -instr-profile="$out/coverage.profdata" \
+		"$RSIW_TOP"/drivers/infiniband/sw/rsiw/wire/*.rs >"$out/report.txt" 2>&1
+	echo "$t source coverage of drivers/infiniband/sw/rsiw/wire ($out/report.txt):"
+	awk '$1 ~ /\.rs$|^TOTAL/ && NF >= 10 {
+		n = split($1, p, "/"); printf "    %-10s regions %7s  lines %7s\n", p[n], $4, $10 }' "$out/report.txt"
+}
+
+# Fuzzes target $1 once; appends its line to summary (and failed).
+fuzz_one() {
+	local t=$1 corpus=$work/corpus/$1 arts=$work/artifacts/$1 logs=$work/logs/$1
+	local log flags limit start rc secs last execs rate cov ft units entries committed
+	local result total art
 	log=$logs/$(date -u +%Y%m%dT%H%M%SZ).log
 	flags=(-max_total_time="$seconds" -print_final_stats=1 -rss_limit_mb=4096
 		-artifact_prefix="$arts/")
@@ -99,13 +123,14 @@ for t in $targets; do
 		"$corpus" "$fuzz_dir/corpus/$t" >"$log" 2>&1
 	rc=$?
 	secs=$(($(date +%s) - start))
-	last=$(grep -E '^#[0-9]+' "$log" | tail -1)
-	execs=$(sed -n 's/^stat::number_of_executed_units: //p' "$log")
+	last=$(grep -aE '^#[0-9]+' "$log" | tail -1)
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
 	execs=${execs:-$(grep -oE '^#[0-9]+' <<<"$last" | tr -d '#')}
-	rate=$(sed -n 's/^stat::average_exec_per_sec: //p' "$log")
+	rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
 	rate=${rate:-$(field exec/s "$last")}
 	cov=$(field cov "$last")
 	ft=$(field ft "$last")
+	units=$(field corp "$last")
 	entries=$(find "$corpus" -type f | wc -l)
 	committed=$(find "$fuzz_dir/corpus/$t" -type f | wc -l)
 	result=ok
@@ -113,30 +138,53 @@ for t in $targets; do
 		art=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
 		result="FAILED rc=$rc${art:+ reproducer $art}"
 		failed+=("$t: $result; replay: $work/bin/$t $art; log: $log")
-		grep -E 'panicked|ERROR|SUMMARY|overflow|assert' "$log" | head -5 >&2
+		grep -aE 'panicked|ERROR|SUMMARY|overflow|assert|left:|right:' "$log" | head -6 >&2
 	fi
 	total=$(awk -F'\t' '{s += $3} END {print s + 0}' "$logs/runs.tsv" 2>/dev/null)
 	total=$((total + ${execs:-0}))
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$secs" "${execs:-0}" \
 		"${rate:-0}" "${cov:-?}" "${ft:-?}" "$entries" "$result" >>"$logs/runs.tsv"
-	summary+=("$(printf '%-14s %12s execs %8s exec/s %6ss  cov %-5s ft %-6s corpus %s (committed %s)  campaign %s execs  %s' \
-		"$t" "${execs:-0}" "${rate:-0}" "$secs" "${cov:-?}" "${ft:-?}" "$entries" \
-		"$committed" "$total" "$result")")
-	if [ "$minimize" = 1 ]; then
-		rsiw_log "merging new coverage of $t into tests/wire/fuzz/corpus/$t"
-		before=$committed
-		nice -n "$niceness" "$work/bin/$t" -merge=1 -rss_limit_mb=4096 \
-			"$fuzz_dir/corpus/$t" "$corpus" >"$logs/merge.log" 2>&1 ||
-			rsiw_log "merge of $t failed: $logs/merge.log"
-		after=$(find "$fuzz_dir/corpus/$t" -type f | wc -l)
-		summary+=("$(printf '%-14s committed corpus %s -> %s entries' "$t" "$before" "$after")")
-	fi
-done
+	summary+=("$(printf '%-14s %10s execs %7s exec/s %6ss  cov %s ft %s  corpus %s units (%s files, %s committed)  campaign %s execs  %s' \
+		"$t" "${execs:-0}" "${rate:-0}" "$secs" "${cov:-?}" "${ft:-?}" "${units:-?}" \
+		"$entries" "$committed" "$total" "$result")")
+}
 
-echo
-echo "make fuzz: $(date -u +%FT%TZ), nice $niceness, one process per target"
-printf '%s\n' "${summary[@]}"
-if [ "${#failed[@]}" -gt 0 ]; then
-	printf 'FAILED %s\n' "${failed[@]}"
-	exit 1
-fi
+# Merges what the working corpus of $1 adds to the committed corpus.
+merge_one() {
+	local t=$1 before after
+	rsiw_log "merging new coverage of $t into tests/wire/fuzz/corpus/$t"
+	before=$(find "$fuzz_dir/corpus/$t" -type f | wc -l)
+	nice -n "$niceness" "$work/bin/$t" -merge=1 -rss_limit_mb=4096 \
+		"$fuzz_dir/corpus/$t" "$work/corpus/$t" >"$work/logs/$t/merge.log" 2>&1 ||
+		rsiw_log "merge of $t failed: $work/logs/$t/merge.log"
+	after=$(find "$fuzz_dir/corpus/$t" -type f | wc -l)
+	summary+=("$(printf '%-14s committed corpus %s -> %s files' "$t" "$before" "$after")")
+}
+
+# All in a function: bash has read it whole before it runs, so editing the
+# script during a long campaign does not derail the run.
+main() {
+	local t
+	summary=()
+	failed=()
+	for t in $targets; do
+		mkdir -p "$work/corpus/$t" "$work/artifacts/$t" "$work/logs/$t" "$work/bin"
+		# A copy: a rebuild while the campaign runs does not touch it.
+		cp "$bin/$t" "$work/bin/.$t.new" && mv -f "$work/bin/.$t.new" "$work/bin/$t" ||
+			rsiw_die "no binary for $t"
+		[ "$seconds" != 0 ] && fuzz_one "$t"
+		[ "$minimize" = 1 ] && merge_one "$t"
+		[ "$coverage" = 1 ] && summary+=("$(source_coverage "$t")")
+	done
+
+	echo
+	echo "make fuzz: $(date -u +%FT%TZ), nice $niceness, one process per target"
+	printf '%s\n' "${summary[@]}"
+	if [ "${#failed[@]}" -gt 0 ]; then
+		printf 'FAILED %s\n' "${failed[@]}"
+		return 1
+	fi
+}
+
+main "$@"
+exit
