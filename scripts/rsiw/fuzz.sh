@@ -80,8 +80,9 @@ bin=$(ls -d "$CARGO_TARGET_DIR"/*/release 2>/dev/null | head -1)
 # "#N ... cov: C ft: F corp: E/S ... exec/s: X" of the last status line.
 field() { grep -oE "$1: [0-9]+" <<<"$2" | tail -1 | awk '{print $2}'; }
 
-# Line and region coverage of the wire core by the corpus of target $1:
-# cargo fuzz coverage writes into the fuzz directory, moved to the cache.
+# Line and region coverage of the wire core by the corpus of target $1, per
+# file linked into the target and in total over those files: cargo fuzz
+# coverage writes into the fuzz directory, moved to the cache.
 source_coverage() {
 	local t=$1 out=$work/coverage/$1 tdir=$RSIW_CACHE/cargo-target/wire-fuzz-cov cov bin
 	cov=$(ls "$(rustc --print sysroot)"/lib/rustlib/*/bin/llvm-cov 2>/dev/null | head -1)
@@ -103,7 +104,7 @@ source_coverage() {
 	awk '$1 ~ /rsiw\/wire\/[a-z_]+\.rs$/ && NF >= 10 {
 		n = split($1, p, "/"); r += $2; rm += $3; l += $8; lm += $9
 		printf "    %-10s regions %7s  lines %7s\n", p[n], $4, $10 }
-		END { if (r && l) printf "    %-10s regions %6.2f%%  lines %6.2f%%\n", "wire/",
+		END { if (r && l) printf "    %-10s regions %6.2f%%  lines %6.2f%%\n", "linked",
 			100 * (r - rm) / r, 100 * (l - lm) / l }' "$out/report.txt"
 }
 
@@ -165,7 +166,8 @@ merge_one() {
 }
 
 # All in a function: bash has read it whole before it runs, so editing the
-# script during a long campaign does not derail the run.
+# script during a long campaign does not derail the run (edit by replacing
+# the file, as git does, not in place).
 main() {
 	local t
 	summary=()
@@ -189,5 +191,5 @@ main() {
 	fi
 }
 
-main "$@"
-exit
+# One line: bash parses both before running main.
+main "$@"; exit
