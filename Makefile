@@ -13,7 +13,7 @@ T ?=
 ARGS ?=
 
 .PHONY: help setup kernel kernel-light kernel-bench rootfs demo check check-long check-host \
-	check-vm check-series shell bench series series-prefixes
+	check-vm check-series shell bench series series-prefixes fuzz
 
 help:
 	@echo "make demo        build, boot, attach rsiw to a netdev, show it working"
@@ -24,6 +24,7 @@ help:
 	@echo "make check-vm    VM tests; T='filter' selects cases (RSIW_LONG=1: with the long ones)"
 	@echo "make shell       a shell in a VM running the debug kernel (ARGS='--peer siw')"
 	@echo "make bench       rsiw against siw in identical VMs: a table and a plot"
+	@echo "make fuzz        fuzz the wire core (FUZZ_SECONDS, FUZZ_RUNS, FUZZ_TARGETS; not in CI)"
 	@echo "make kernel      build the debug kernel (kernel-light: without KASAN; kernel-bench)"
 	@echo "make rootfs      build the Debian 13 guest root"
 	@echo "make series      the upstream patch series in out/series (patches/upstream.txt)"
@@ -78,3 +79,9 @@ series: setup
 # series changes, once per patch (about 5-15 min each). Needs the light kernel.
 series-prefixes: kernel-light
 	$(S)/series.sh prefixes $(ARGS)
+
+# A fuzzing campaign on the wire core, for as long as asked (not in make
+# check): FUZZ_SECONDS or FUZZ_RUNS per target, FUZZ_TARGETS, FUZZ_MINIMIZE=1
+# (scripts/rsiw/fuzz.sh).
+fuzz:
+	$(S)/fuzz.sh
