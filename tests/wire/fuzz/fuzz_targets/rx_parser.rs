@@ -11,6 +11,8 @@
 
 #![no_main]
 
+mod common;
+
 use libfuzzer_sys::fuzz_target;
 use rsiw_wire::wire::crc::SoftCrc32c;
 use rsiw_wire::wire::hdr::Placement;
@@ -109,13 +111,7 @@ fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {
         return;
     }
-    let cfg = RxConfig {
-        crc: data[0] & 1 != 0,
-        rfc7306: data[0] & 2 != 0,
-        commit: data[0] & 4 != 0,
-        max_ulpdu: if data[0] & 8 != 0 { 1454 } else { u16::MAX },
-        siw_terminate: data[0] & 16 != 0,
-    };
+    let cfg = common::rx_config(data[0]);
     let chunk = usize::from(data[1]) + 1;
     let stream = &data[2..];
     let a = run(cfg, stream, stream.len().max(1), false);
