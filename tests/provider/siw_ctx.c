@@ -27,6 +27,25 @@
 
 #define DEV_CAP_BITS ((1ULL << 38) | (1ULL << 39) | (1ULL << 40))
 
+/* A small RC QP on cq that asks for the send operations ops. */
+static struct ibv_qp_init_attr_ex qp_attr(struct ibv_pd *pd, struct ibv_cq *cq,
+					  uint64_t ops)
+{
+	struct ibv_qp_init_attr_ex qa = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+		.comp_mask = IBV_QP_INIT_ATTR_PD |
+			     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = pd,
+		.send_ops_flags = ops,
+	};
+
+	return qa;
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **list, *dev = NULL;
@@ -75,17 +94,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	for (bit = 1; bit <= IBV_QP_EX_WITH_ATOMIC_WRITE; bit <<= 1) {
-		struct ibv_qp_init_attr_ex qa = {
-			.send_cq = cq,
-			.recv_cq = cq,
-			.cap = { .max_send_wr = 4, .max_recv_wr = 4,
-				 .max_send_sge = 1, .max_recv_sge = 1 },
-			.qp_type = IBV_QPT_RC,
-			.comp_mask = IBV_QP_INIT_ATTR_PD |
-				     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-			.pd = pd,
-			.send_ops_flags = bit,
-		};
+		struct ibv_qp_init_attr_ex qa = qp_attr(pd, cq, bit);
 		struct ibv_qp *qp = ibv_create_qp_ex(ctx, &qa);
 
 		if (qp) {
@@ -97,17 +106,8 @@ int main(int argc, char **argv)
 	}
 	for (bit = SIWDV_QP_EX_WITH_VERIFY;
 	     bit <= SIWDV_QP_EX_WITH_MASKED_ATOMICS; bit <<= 1) {
-		struct ibv_qp_init_attr_ex qa = {
-			.send_cq = cq,
-			.recv_cq = cq,
-			.cap = { .max_send_wr = 4, .max_recv_wr = 4,
-				 .max_send_sge = 1, .max_recv_sge = 1 },
-			.qp_type = IBV_QPT_RC,
-			.comp_mask = IBV_QP_INIT_ATTR_PD |
-				     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-			.pd = pd,
-			.send_ops_flags = IBV_QP_EX_WITH_SEND,
-		};
+		struct ibv_qp_init_attr_ex qa =
+			qp_attr(pd, cq, IBV_QP_EX_WITH_SEND);
 		struct siwdv_qp_init_attr dv = {
 			.comp_mask = SIWDV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS,
 			.send_ops_flags = bit,
