@@ -11,6 +11,8 @@
 //! - [`OrdQueue`]: the requester's outstanding QN 1 requests, one credit
 //!   pool for Reads, Atomics, Flush, Verify and Atomic Write (T-04), matching
 //!   Read Responses (RDMAP-05) and QN 3 responses (ATOM-06, T-12).
+//! - [`RespQueue`]: the responder's inbound QN 1 requests in arrival order,
+//!   within IRD, each executed once and answered once (T-01, T-02, T-05).
 
 use crate::wire::hdr::{Body, Opcode, Placement, NUM_QN, QN_READ_REQ, QN_RESPONSE};
 use crate::wire::rx::Segment;
@@ -208,10 +210,11 @@ impl Request {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Slot {
+struct Slot<T> {
     req: Request,
     got: u32,
     done: bool,
+    local: T,
 }
 
 /// Why a request cannot be issued now.
@@ -223,19 +226,41 @@ pub enum OrdBusy {
     RingFull,
 }
 
-/// The requester's outstanding QN 1 requests, in issue order.
+/// The requester's outstanding QN 1 requests, in issue order: one ordered
+/// list, each entry tagged with the response it expects (T-12) and carrying
+/// the requester's local side `T` (the work request to complete, the local
+/// buffer a response lands in).
 ///
 /// `N` bounds the ring; it must be at least the ORD.
 #[derive(Clone, Copy, Debug)]
-pub struct OrdQueue<const N: usize> {
-    ring: [Option<Slot>; N],
+pub struct OrdQueue<const N: usize, T: Copy = ()> {
+    ring: [Option<Slot<T>>; N],
     head: usize,
     len: usize,
     inflight: u16,
     ord: u16,
 }
 
-impl<const N: usize> OrdQueue<N> {
+/// A request whose response arrived, or that was taken off the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Answered<T> {
+    /// The request.
+    pub req: Request,
+    /// Its local side.
+    pub local: T,
+    /// Its response arrived in full.
+    pub done: bool,
+}
+
+impl<const N: usize, T: Copy + Default> OrdQueue<N, T> {
+    /// Records a request with a default local side (see
+    /// [`OrdQueue::issue_with`]).
+    pub fn issue(&mut self, req: Request) -> Result<(), OrdBusy> {
+        self.issue_with(req, T::default())
+    }
+}
+
+impl<const N: usize, T: Copy> OrdQueue<N, T> {
     /// An empty queue allowing `ord` outstanding requests.
     pub fn new(ord: u16) -> Self {
         OrdQueue {
@@ -252,6 +277,12 @@ impl<const N: usize> OrdQueue<N> {
         self.inflight
     }
 
+    /// Requests in the queue: awaiting a response, or answered and not yet
+    /// popped.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
     /// True if nothing is outstanding or awaiting pop (the fence condition,
     /// T-03).
     pub fn is_empty(&self) -> bool {
@@ -263,8 +294,8 @@ impl<const N: usize> OrdQueue<N> {
     }
 
     /// Records a request before it is sent (a response may arrive before
-    /// the send returns, as `siw` notes).
-    pub fn issue(&mut self, req: Request) -> Result<(), OrdBusy> {
+    /// the send returns, as `siw` notes), with its local side.
+    pub fn issue_with(&mut self, req: Request, local: T) -> Result<(), OrdBusy> {
         if self.inflight >= self.ord {
             return Err(OrdBusy::NoCredit);
         }
@@ -277,13 +308,14 @@ impl<const N: usize> OrdQueue<N> {
             req,
             got: 0,
             done: false,
+            local,
         });
         self.len = self.len.saturating_add(1);
         self.inflight = self.inflight.saturating_add(1);
         Ok(())
     }
 
-    fn find(&mut self, read: bool) -> Option<&mut Slot> {
+    fn find(&mut self, read: bool) -> Option<&mut Slot<T>> {
         let mut found = None;
         for k in 0..self.len {
             let i = self.idx(k);
@@ -348,6 +380,12 @@ impl<const N: usize> OrdQueue<N> {
     /// Returns true when the request is complete. MSN order on QN 3 is
     /// checked by [`RxUntagged::check`].
     pub fn on_response(&mut self, seg: &Segment) -> Result<bool, TermCode> {
+        self.on_response_with(seg).map(|a| a.done)
+    }
+
+    /// [`OrdQueue::on_response`], returning the matched request with its
+    /// local side (where an Atomic Response's original value goes).
+    pub fn on_response_with(&mut self, seg: &Segment) -> Result<Answered<T>, TermCode> {
         let bad = TermCode::operation(RdmapCode::UnexpectedOpcode);
         match seg.hdr.placement {
             Placement::Untagged { qn, .. } if qn == QN_RESPONSE => {}
@@ -362,30 +400,49 @@ impl<const N: usize> OrdQueue<N> {
                 return Err(bad);
             }
         }
+        let a = Answered {
+            req: s.req,
+            local: s.local,
+            done: seg.hdr.last,
+        };
         if seg.hdr.last {
             s.done = true;
             self.finish();
         }
-        Ok(seg.hdr.last)
+        Ok(a)
     }
 
     /// Pops the oldest request if it is complete, so completions are
     /// reported in issue order.
     pub fn pop_completed(&mut self) -> Option<Request> {
+        self.pop_completed_with().map(|a| a.req)
+    }
+
+    /// [`OrdQueue::pop_completed`], with the request's local side.
+    pub fn pop_completed_with(&mut self) -> Option<Answered<T>> {
+        match self.ring.get(self.head) {
+            Some(Some(s)) if s.done && self.len > 0 => self.pop_front(),
+            _ => None,
+        }
+    }
+
+    /// Pops the oldest request, answered or not (the stream is going down:
+    /// the driver flushes them in order).
+    pub fn pop_front(&mut self) -> Option<Answered<T>> {
         if self.len == 0 {
             return None;
         }
-        let slot = self.ring.get_mut(self.head)?;
-        match slot {
-            Some(s) if s.done => {
-                let r = s.req;
-                *slot = None;
-                self.head = self.idx(1);
-                self.len = self.len.saturating_sub(1);
-                Some(r)
-            }
-            _ => None,
+        let s = self.ring.get_mut(self.head)?.take()?;
+        self.head = self.idx(1);
+        self.len = self.len.saturating_sub(1);
+        if !s.done {
+            self.finish();
         }
+        Some(Answered {
+            req: s.req,
+            local: s.local,
+            done: s.done,
+        })
     }
 
     /// Drops everything (the stream is going down); returns how many
@@ -397,6 +454,122 @@ impl<const N: usize> OrdQueue<N> {
         self.len = 0;
         self.inflight = 0;
         n
+    }
+}
+
+/// Why an inbound request was not admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused<E> {
+    /// The peer exceeded IRD: 0/2/07 (D-08). The request was not executed.
+    Ird(TermCode),
+    /// Executing the request failed; it holds no credit.
+    Exec(E),
+}
+
+/// The responder's inbound QN 1 requests (Read, Atomic, and the commit
+/// draft's), in arrival order, with the IRD credits they share (T-01, T-04,
+/// T-05).
+///
+/// A request is admitted when it is Delivered: within IRD it takes a credit
+/// and is executed exactly once (an atomic's read-modify-write happens
+/// right there, in stream order, T-02); what `T` holds is its result, to be
+/// answered. Responses are taken in arrival order ([`RespQueue::next_to_answer`]),
+/// each exactly once, and its credit is freed once the response went out
+/// ([`RespQueue::responded`]).
+///
+/// `N` bounds the queue; an IRD above it is lowered to it.
+#[derive(Clone, Copy, Debug)]
+pub struct RespQueue<T: Copy, const N: usize> {
+    credits: IrdCredits,
+    ring: [Option<T>; N],
+    head: usize,
+    len: usize,
+    /// Taken by [`RespQueue::next_to_answer`], response not yet out.
+    sending: u16,
+}
+
+impl<T: Copy, const N: usize> RespQueue<T, N> {
+    /// An empty queue with `ird` credits (at most `N`).
+    pub fn new(ird: u16) -> Self {
+        let cap = u16::try_from(N).unwrap_or(u16::MAX);
+        RespQueue {
+            credits: IrdCredits::new(ird.min(cap)),
+            ring: [None; N],
+            head: 0,
+            len: 0,
+            sending: 0,
+        }
+    }
+
+    /// Admits an inbound request: takes a credit, then runs `exec` once to
+    /// execute it and queues its result. Beyond IRD `exec` does not run
+    /// (0/2/07); if `exec` fails, nothing is queued and the credit is
+    /// returned.
+    pub fn admit<E>(&mut self, exec: impl FnOnce() -> Result<T, E>) -> Result<(), Refused<E>> {
+        if self.len >= N {
+            return Err(Refused::Ird(TermCode::operation(
+                RdmapCode::CatastrophicStream,
+            )));
+        }
+        self.credits.take().map_err(Refused::Ird)?;
+        let v = match exec() {
+            Ok(v) => v,
+            Err(e) => {
+                self.credits.release();
+                return Err(Refused::Exec(e));
+            }
+        };
+        let i = self.head.wrapping_add(self.len).checked_rem(N).unwrap_or(0);
+        match self.ring.get_mut(i) {
+            Some(s) => *s = Some(v),
+            None => {
+                self.credits.release();
+                return Err(Refused::Ird(TermCode::operation(
+                    RdmapCode::CatastrophicStream,
+                )));
+            }
+        }
+        self.len = self.len.saturating_add(1);
+        Ok(())
+    }
+
+    /// Takes the oldest admitted request to answer; its credit stays taken
+    /// until [`RespQueue::responded`].
+    pub fn next_to_answer(&mut self) -> Option<T> {
+        if self.len == 0 {
+            return None;
+        }
+        let v = self.ring.get_mut(self.head)?.take()?;
+        self.head = self.head.wrapping_add(1).checked_rem(N).unwrap_or(0);
+        self.len = self.len.saturating_sub(1);
+        self.sending = self.sending.saturating_add(1);
+        Some(v)
+    }
+
+    /// The response to the oldest request taken by [`RespQueue::next_to_answer`] went
+    /// out (its last byte was handed to the transport, T-05): its credit is
+    /// free. Without such a request nothing changes: a queued request's
+    /// credit is never freed early.
+    pub fn responded(&mut self) {
+        if self.sending > 0 {
+            self.sending = self.sending.saturating_sub(1);
+            self.credits.release();
+        }
+    }
+
+    /// Requests waiting to be answered.
+    pub fn queued(&self) -> usize {
+        self.len
+    }
+
+    /// Credits in use: queued requests and responses being sent.
+    pub fn used(&self) -> u16 {
+        self.credits.used()
+    }
+
+    /// Drops everything (the stream is going down).
+    pub fn clear(&mut self) {
+        *self = Self::new(self.credits.ird);
     }
 }
 
