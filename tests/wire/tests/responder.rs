@@ -65,7 +65,7 @@ proptest! {
         ird in 0u16..12,
         steps in prop::collection::vec(step(), 0..200),
     ) {
-        let mut q: RespQueue<In, CAP> = RespQueue::new(ird);
+        let mut q = RespQueue::new(ird, [None::<In>; CAP]);
         let mut executed = vec![0u32; steps.len()];
         let mut model: VecDeque<In> = VecDeque::new();
         let mut sending = 0u16;
@@ -125,7 +125,7 @@ proptest! {
 /// without errors; a fifth in flight is refused.
 #[test]
 fn atom_14_reads_and_atomics_share_ird() {
-    let mut q: RespQueue<bool, 8> = RespQueue::new(4);
+    let mut q = RespQueue::new(4, [None::<bool>; 8]);
     for round in 0..3 {
         for k in 0..4 {
             let atomic = (k + round) % 2 == 1;
@@ -142,7 +142,7 @@ fn atom_14_reads_and_atomics_share_ird() {
         assert_eq!(q.used(), 0);
     }
     // An IRD above the queue's capacity is lowered to it.
-    let mut q: RespQueue<u8, 2> = RespQueue::new(100);
+    let mut q = RespQueue::new(100, vec![None::<u8>; 2]);
     assert!(q.admit(|| Ok::<_, ()>(1)).is_ok());
     assert!(q.admit(|| Ok::<_, ()>(2)).is_ok());
     assert!(matches!(q.admit(|| Ok::<_, ()>(3)), Err(Refused::Ird(_))));

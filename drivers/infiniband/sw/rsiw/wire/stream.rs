@@ -477,39 +477,47 @@ pub enum Refused<E> {
 /// each exactly once, and its credit is freed once the response went out
 /// ([`RespQueue::responded`]).
 ///
-/// `N` bounds the queue; an IRD above it is lowered to it.
+/// The queue lives in `B`, a buffer the owner provides (the driver sizes it
+/// by the negotiated IRD); an IRD above its length is lowered to it.
 #[derive(Clone, Copy, Debug)]
-pub struct RespQueue<T: Copy, const N: usize> {
+pub struct RespQueue<T: Copy, B: AsRef<[Option<T>]> + AsMut<[Option<T>]>> {
     credits: IrdCredits,
-    ring: [Option<T>; N],
+    ring: B,
     head: usize,
     len: usize,
     /// Taken by [`RespQueue::next_to_answer`], response not yet out.
     sending: u16,
+    _t: core::marker::PhantomData<T>,
 }
 
-impl<T: Copy, const N: usize> RespQueue<T, N> {
-    /// An empty queue with `ird` credits (at most `N`).
-    pub fn new(ird: u16) -> Self {
-        let cap = u16::try_from(N).unwrap_or(u16::MAX);
+impl<T: Copy, B: AsRef<[Option<T>]> + AsMut<[Option<T>]>> RespQueue<T, B> {
+    /// An empty queue in `ring` (whose entries are cleared) with `ird`
+    /// credits, at most the length of `ring`.
+    pub fn new(ird: u16, mut ring: B) -> Self {
+        ring.as_mut().iter_mut().for_each(|e| *e = None);
+        let cap = u16::try_from(ring.as_ref().len()).unwrap_or(u16::MAX);
         RespQueue {
             credits: IrdCredits::new(ird.min(cap)),
-            ring: [None; N],
+            ring,
             head: 0,
             len: 0,
             sending: 0,
+            _t: core::marker::PhantomData,
         }
+    }
+
+    fn slot(&self, i: usize) -> usize {
+        i.checked_rem(self.ring.as_ref().len()).unwrap_or(0)
     }
 
     /// Admits an inbound request: takes a credit, then runs `exec` once to
     /// execute it and queues its result. Beyond IRD `exec` does not run
-    /// (0/2/07); if `exec` fails, nothing is queued and the credit is
+    /// (0/2/07, D-08); if `exec` fails, nothing is queued and the credit is
     /// returned.
     pub fn admit<E>(&mut self, exec: impl FnOnce() -> Result<T, E>) -> Result<(), Refused<E>> {
-        if self.len >= N {
-            return Err(Refused::Ird(TermCode::operation(
-                RdmapCode::CatastrophicStream,
-            )));
+        let beyond = Refused::Ird(TermCode::operation(RdmapCode::CatastrophicStream));
+        if self.len >= self.ring.as_ref().len() {
+            return Err(beyond);
         }
         self.credits.take().map_err(Refused::Ird)?;
         let v = match exec() {
@@ -519,14 +527,12 @@ impl<T: Copy, const N: usize> RespQueue<T, N> {
                 return Err(Refused::Exec(e));
             }
         };
-        let i = self.head.wrapping_add(self.len).checked_rem(N).unwrap_or(0);
-        match self.ring.get_mut(i) {
+        let i = self.slot(self.head.wrapping_add(self.len));
+        match self.ring.as_mut().get_mut(i) {
             Some(s) => *s = Some(v),
             None => {
                 self.credits.release();
-                return Err(Refused::Ird(TermCode::operation(
-                    RdmapCode::CatastrophicStream,
-                )));
+                return Err(beyond);
             }
         }
         self.len = self.len.saturating_add(1);
@@ -539,8 +545,9 @@ impl<T: Copy, const N: usize> RespQueue<T, N> {
         if self.len == 0 {
             return None;
         }
-        let v = self.ring.get_mut(self.head)?.take()?;
-        self.head = self.head.wrapping_add(1).checked_rem(N).unwrap_or(0);
+        let head = self.head;
+        let v = self.ring.as_mut().get_mut(head)?.take()?;
+        self.head = self.slot(head.wrapping_add(1));
         self.len = self.len.saturating_sub(1);
         self.sending = self.sending.saturating_add(1);
         Some(v)
@@ -569,7 +576,11 @@ impl<T: Copy, const N: usize> RespQueue<T, N> {
 
     /// Drops everything (the stream is going down).
     pub fn clear(&mut self) {
-        *self = Self::new(self.credits.ird);
+        self.ring.as_mut().iter_mut().for_each(|e| *e = None);
+        self.credits = IrdCredits::new(self.credits.ird);
+        self.head = 0;
+        self.len = 0;
+        self.sending = 0;
     }
 }
 
