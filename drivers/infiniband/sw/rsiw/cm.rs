@@ -31,7 +31,8 @@
 use crate::{
     conn::{
         Conn,
-        ConnParams, //
+        ConnParams,
+        Endpoint, //
     },
     crc::KernelCrc32c,
     device::RsiwDevice,
@@ -392,7 +393,7 @@ impl WorkItem for Listener {
             match s.accept() {
                 Ok(new) => {
                     if let Err(e) = Cep::new_passive(&this, new) {
-                        pr_debug!("rsiw: cm: dropping a new connection: {:?}\n", e);
+                        pr_debug!("cm: dropping a new connection: {:?}\n", e);
                     }
                 }
                 Err(_) => return,
@@ -653,6 +654,18 @@ impl Callbacks for Cep {
     }
 }
 
+impl Endpoint for Cep {
+    fn disconnect(self: ArcBorrow<'_, Self>, abortive: bool) {
+        Self::raise(self, if abortive { ev::ABORT } else { ev::CLOSE });
+    }
+
+    /// The data path received the initiator's RTR (passive, peer-to-peer): the connection is
+    /// established.
+    fn rtr_received(self: ArcBorrow<'_, Self>) {
+        Self::raise(self, ev::RTR);
+    }
+}
+
 impl Cep {
     fn alloc(
         cm: &Arc<CmDev>,
@@ -716,13 +729,6 @@ impl Cep {
             self.as_arc_borrow(),
             if abortive { ev::ABORT } else { ev::CLOSE },
         );
-    }
-
-    /// The data path received the initiator's RTR (passive, peer-to-peer): the connection is
-    /// established. Any context.
-    #[allow(dead_code, reason = "called by the RX engine in peer-to-peer mode")]
-    pub(crate) fn rtr_received(self: &Arc<Self>) {
-        Self::raise(self.as_arc_borrow(), ev::RTR);
     }
 
     fn arm_timer(self: &Arc<Self>, g: &mut Inner, t: Delta) {
@@ -846,7 +852,7 @@ impl Cep {
         match status {
             ReadStatus::NeedMore => {}
             ReadStatus::Invalid(e) => {
-                pr_debug!("rsiw: cm: invalid MPA frame: {:?}\n", e);
+                pr_debug!("cm: invalid MPA frame: {:?}\n", e);
                 if self.active {
                     self.fail_connect(g, EPROTO);
                 } else {
@@ -980,7 +986,7 @@ impl Cep {
                 self.close_locked(g, None);
             }
             InitiatorAction::Close(e) => {
-                pr_debug!("rsiw: cm: bad MPA Reply: {:?}\n", e);
+                pr_debug!("cm: bad MPA Reply: {:?}\n", e);
                 self.fail_connect(g, EPROTO);
             }
             InitiatorAction::Terminate(code) => {
@@ -990,7 +996,7 @@ impl Cep {
                 pr_info!("cm: MPA Reply refused: {:?} ({:?})\n", code, hdr);
                 if let (Some(sock), false) = (g.sock.clone(), hdr.markers()) {
                     if let Err(e) = send_terminate(&sock, code, g.cfg.crc || hdr.crc()) {
-                        pr_debug!("rsiw: cm: Terminate not sent: {:?}\n", e);
+                        pr_debug!("cm: Terminate not sent: {:?}\n", e);
                     }
                 }
                 self.fail_connect(g, ECONNREFUSED);

@@ -20,6 +20,7 @@ use crate::{
         self,
         op,
         status,
+        Completion,
         Cqe, //
     },
 };
@@ -76,23 +77,6 @@ pub(crate) struct RsiwCq {
     user: bool,
     #[pin]
     state: SpinLockIrq<CqState>,
-}
-
-/// A completion to post to a CQ.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Completion {
-    /// The work request id.
-    pub(crate) id: u64,
-    /// The `SIW_OP_*` opcode of the work request.
-    pub(crate) opcode: u8,
-    /// The `SIW_WC_*` status.
-    pub(crate) status: u16,
-    /// Bytes transferred.
-    pub(crate) bytes: u32,
-    /// Invalidated STag (sets `SIW_WQE_REM_INVAL`), for received Send with Invalidate.
-    pub(crate) inval_stag: Option<u32>,
-    /// Whether the work request was solicited (a solicited receive).
-    pub(crate) solicited: bool,
 }
 
 /// The `siw_cq_ctrl` offset after the last CQE.

@@ -257,7 +257,6 @@ impl RsiwDevice {
     }
 
     /// Returns the STag table, for the data path's access checks.
-    #[allow(dead_code, reason = "the data path (next issue) uses it")]
     pub(crate) fn mem(&self) -> &MemTable {
         &self.mem
     }
@@ -736,7 +735,7 @@ impl notifier::Handler for NetdevEvents {
                 dev.dispatch_port_event(limits::PORT, EventType::GID_CHANGE);
             }
             // The MTU is read from the net device on every query_port; nothing is cached.
-            Event::CHANGEMTU => pr_debug!("rsiw: MTU of a port changed to {}\n", ndev.mtu()),
+            Event::CHANGEMTU => pr_debug!("MTU of a port changed to {}\n", ndev.mtu()),
             _ => {}
         }
     }

@@ -16,8 +16,8 @@
 //!   the status to complete them with; the QP should then go to ERROR ([`RsiwQp::set_error`]).
 //! - [`RsiwQp::next_rqe`] takes the next RQE off the QP's receive queue or its SRQ, completed
 //!   with [`RsiwQp::complete_rq`].
-//! - [`RsiwQp::set_connected`] is the hook for the connection manager: it allows IDLE/RTR to
-//!   move to RTS.
+//! - [`RsiwQp::cm_establish`] is the hook for the connection manager: it moves IDLE/RTR to
+//!   RTS.
 
 use crate::{
     abi::{
@@ -25,10 +25,7 @@ use crate::{
         INVAL_UOBJ_KEY, //
     },
     conn::Conn,
-    cq::{
-        Completion,
-        RsiwCq, //
-    },
+    cq::RsiwCq,
     device::{
         self,
         RsiwDevice, //
@@ -51,13 +48,16 @@ use crate::{
     },
     wqe::{
         self,
+        build_rqe,
         check_rqe,
         check_sqe,
+        copy_sges,
         flags,
         op,
         status,
-        Invalid,
+        Completion,
         Rqe,
+        SqCompletion,
         Sqe, //
     },
 };
@@ -89,7 +89,6 @@ use kernel::{
             RecvWr,
             SendWr,
             SendWrFlag,
-            Sges,
             WrOpcode, //
         },
     },
@@ -243,6 +242,14 @@ struct Caps {
     sig_all: bool,
 }
 
+/// What [`RsiwQp::alloc`] prepares for a new QP.
+struct NewQp {
+    qp_num: u32,
+    caps: Caps,
+    sq: Ring<Sqe>,
+    rq: Option<Ring<Rqe>>,
+}
+
 /// Per-QP data.
 #[pin_data]
 pub(crate) struct RsiwQp {
@@ -350,21 +357,6 @@ fn check_send_keys(qp: &Qp<RsiwDevice>, w: &SendWr, sqe: &mut Sqe) -> Result {
     }
 }
 
-/// Copies the SGEs of a kernel work request into a ring element; returns how many were
-/// copied. `src` was bounded by the queue's SGE limit, which fits `dst`.
-fn copy_sges(dst: &mut [wqe::Sge], src: Sges<'_>) -> Result<u8> {
-    let mut n: u8 = 0;
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = wqe::Sge {
-            laddr: s.addr,
-            length: s.length,
-            lkey: s.lkey,
-        };
-        n = n.checked_add(1).ok_or(EINVAL)?;
-    }
-    Ok(n)
-}
-
 impl RsiwQp {
     /// Creates the data of a new QP (`siw_create_qp()`).
     pub(crate) fn new(
@@ -375,7 +367,12 @@ impl RsiwQp {
         let res = Self::alloc(dev, attr, udata);
         let user = udata.is_some();
         pin_init::pin_init_scope(move || {
-            let (qp_num, caps, sq, rq) = res?;
+            let NewQp {
+                qp_num,
+                caps,
+                sq,
+                rq,
+            } = res?;
             Ok(try_pin_init!(Self {
                 qp_num,
                 user,
@@ -397,12 +394,12 @@ impl RsiwQp {
         })
     }
 
-    #[allow(clippy::type_complexity)]
+    /// Checks the attributes, takes a QP slot, allocates the rings and reports them.
     fn alloc(
         dev: &Device<RsiwDevice>,
         attr: &mut QpInitAttr,
         udata: Option<&Udata>,
-    ) -> Result<(u32, Caps, Ring<Sqe>, Option<Ring<Rqe>>)> {
+    ) -> Result<NewQp> {
         if attr.create_flags() != QpCreateFlags::empty() {
             return Err(EOPNOTSUPP);
         }
@@ -473,7 +470,12 @@ impl RsiwQp {
             rq_max_sge: cap.max_recv_sge,
             sig_all,
         };
-        Ok((qp_num, caps, sq, rq))
+        Ok(NewQp {
+            qp_num,
+            caps,
+            sq,
+            rq,
+        })
     }
 
     /// Returns the QP number.
@@ -484,12 +486,6 @@ impl RsiwQp {
     /// Returns the current state.
     pub(crate) fn state(&self) -> QpState {
         QpState::from_u32(self.state.load(Relaxed))
-    }
-
-    /// Attaches (or detaches) a connection: the hook for the connection manager.
-    #[allow(dead_code)]
-    pub(crate) fn set_connected(&self, connected: bool) {
-        self.connected.store(u32::from(connected), Relaxed);
     }
 
     /// Installs the data path of a new connection ([`Conn::new`]). Process context.
@@ -521,9 +517,7 @@ impl RsiwQp {
         let this: &RsiwQp = qp;
         let conn = this.conn.replace(None);
         if let Some(c) = conn {
-            if let Some(cep) = c.cep() {
-                cep.disconnect(true);
-            }
+            c.disconnect(true);
             c.stop();
         }
     }
@@ -574,9 +568,7 @@ impl RsiwQp {
             }
             if act.drop_conn || state == QpState::Error {
                 if let Some(c) = this.conn() {
-                    if let Some(cep) = c.cep() {
-                        cep.disconnect(state != QpState::Closing);
-                    }
+                    c.disconnect(state != QpState::Closing);
                     // The TX engine flushes what it holds once it sees ERROR.
                     Conn::kick(c.as_arc_borrow());
                 }
@@ -586,7 +578,6 @@ impl RsiwQp {
     }
 
     /// Moves the QP to ERROR and flushes its queues (for the data path on fatal errors).
-    #[allow(dead_code)]
     pub(crate) fn set_error(qp: &Qp<RsiwDevice>) {
         let this: &RsiwQp = qp;
         let _g = this.modify.lock();
@@ -654,20 +645,9 @@ impl RsiwQp {
     }
 
     /// Completes a send queue work request into the send CQ.
-    pub(crate) fn complete_sq(qp: &Qp<RsiwDevice>, id: u64, opcode: u8, st: u16, bytes: u32) {
+    pub(crate) fn complete_sq(qp: &Qp<RsiwDevice>, c: SqCompletion) {
         if let Some(cq) = qp.send_cq() {
-            let _ = RsiwCq::complete(
-                cq,
-                qp,
-                &Completion {
-                    id,
-                    opcode,
-                    status: st,
-                    bytes,
-                    inval_stag: None,
-                    solicited: false,
-                },
-            );
+            let _ = RsiwCq::complete(cq, qp, &c.into());
         }
     }
 
@@ -689,7 +669,8 @@ impl RsiwQp {
             if !this.sq.take_into(&this.sq_get, &mut s) {
                 break;
             }
-            Self::complete_sq(qp, s.id, sanitise_opcode(s.opcode), status::WR_FLUSH_ERR, 0);
+            let op = sanitise_opcode(s.opcode);
+            Self::complete_sq(qp, SqCompletion::new(s.id, op, status::WR_FLUSH_ERR, 0));
         }
     }
 
@@ -726,7 +707,8 @@ impl RsiwQp {
                     let Some(opcode) = sq_opcode(w.opcode()) else {
                         return Err((EINVAL, w));
                     };
-                    Self::complete_sq(qp, w.wr_id(), opcode, status::WR_FLUSH_ERR, 0);
+                    let c = SqCompletion::new(w.wr_id(), opcode, status::WR_FLUSH_ERR, 0);
+                    Self::complete_sq(qp, c);
                 }
                 Ok(())
             }
@@ -865,9 +847,13 @@ impl RsiwQp {
             _ => {}
         }
         let pd = qp_pd(qp).map_err(|e| (e, wr))?;
+        let mem = qp.device().mem();
         let mut put_guard = this.rq_put.lock();
         for w in wr.iter() {
-            let rqe = build_rqe(w, this.caps.rq_max_sge, qp.device(), pd).map_err(|e| (e, w))?;
+            let rqe = build_rqe(w, this.caps.rq_max_sge, |s| {
+                mem.check_lkey(pd, s, Rights::LOCAL_WRITE)
+            })
+            .map_err(|e| (e, w))?;
             let put = *put_guard;
             if rq.flags(put) != 0 {
                 return Err((ENOMEM, w));
@@ -882,17 +868,21 @@ impl RsiwQp {
     /// Takes the next SQE off the send queue for the TX engine: copied once into `sqe`, then
     /// validated.
     ///
-    /// Returns `None` if the queue is empty, `Some(Err((id, opcode, status)))` for an invalid
-    /// SQE (already released; complete it with that status and move the QP to ERROR).
-    #[allow(dead_code)]
-    pub(crate) fn next_sqe(&self, sqe: &mut Sqe) -> Option<Result<(), (u64, u8, u16)>> {
+    /// Returns `None` if the queue is empty, `Some(Err(completion))` for an invalid SQE
+    /// (already released; complete it so and move the QP to ERROR).
+    pub(crate) fn next_sqe(&self, sqe: &mut Sqe) -> Option<Result<(), SqCompletion>> {
         // Into the caller's buffer: the 120 bytes are not moved again.
         if !self.sq.take_into(&self.sq_get, sqe) {
             return None;
         }
         Some(match check_sqe(sqe, self.caps.sq_max_sge, self.user) {
             Ok(_) => Ok(()),
-            Err(e) => Err((sqe.id, sanitise_opcode(sqe.opcode), e.status())),
+            Err(e) => Err(SqCompletion::new(
+                sqe.id,
+                sanitise_opcode(sqe.opcode),
+                e.status(),
+                0,
+            )),
         })
     }
 
@@ -903,8 +893,8 @@ impl RsiwQp {
     }
 
     /// Takes the next RQE off the receive queue (or the SRQ) for the RX engine, validated.
-    #[allow(dead_code)]
-    pub(crate) fn next_rqe(qp: &Qp<RsiwDevice>, rqe: &mut Rqe) -> Option<Result<(), (u64, u16)>> {
+    /// An invalid RQE comes back as its error completion.
+    pub(crate) fn next_rqe(qp: &Qp<RsiwDevice>, rqe: &mut Rqe) -> Option<Result<(), Completion>> {
         let this: &RsiwQp = qp;
         if let Some(srq) = qp.srq() {
             return RsiwSrq::next_rqe(srq).map(|r| r.map(|e| *rqe = e));
@@ -916,48 +906,14 @@ impl RsiwQp {
         }
         Some(match check_rqe(rqe, this.caps.rq_max_sge) {
             Ok(_) => Ok(()),
-            Err(e) => Err((rqe.id, e.status())),
+            Err(e) => Err(Completion::recv(rqe.id, e.status())),
         })
     }
 }
 
-/// Builds a validated RQE from a kernel receive work request posted to a QP or SRQ of `pd`:
-/// at most `max_sge` SGEs, each with an lkey of `pd` that grants local write
-/// ([`MemTable::check_lkey`]). Fails with `EINVAL`.
-///
-/// [`MemTable::check_lkey`]: crate::mem::MemTable::check_lkey
-pub(crate) fn build_rqe(
-    w: &RecvWr,
-    max_sge: u32,
-    dev: &Device<RsiwDevice>,
-    pd: PdId,
-) -> Result<Rqe> {
-    let mut rqe = Rqe {
-        id: w.wr_id(),
-        opcode: wqe::rq_opcode(),
-        ..Rqe::default()
-    };
-    rqe.num_sge = copy_sges(&mut rqe.sge, w.sges(max_sge)?)?;
-    check_rqe(&rqe, max_sge).map_err(|_: Invalid| EINVAL)?;
-    let mem = dev.mem();
-    rqe.sge
-        .get(..usize::from(rqe.num_sge))
-        .ok_or(EINVAL)?
-        .iter()
-        .try_for_each(|s| mem.check_lkey(pd, s, Rights::LOCAL_WRITE))?;
-    Ok(rqe)
-}
-
 /// The completion of a flushed receive.
 pub(crate) fn flushed_rqe(id: u64) -> Completion {
-    Completion {
-        id,
-        opcode: op::RECEIVE,
-        status: status::WR_FLUSH_ERR,
-        bytes: 0,
-        inval_stag: None,
-        solicited: false,
-    }
+    Completion::recv(id, status::WR_FLUSH_ERR)
 }
 
 /// Returns `opcode` if it is a valid `SIW_OP_*`, else `SIW_OP_SEND` (for completions of garbage

@@ -9,7 +9,13 @@
 //! so a user rewriting the ring concurrently cannot change what the kernel checked.
 
 use crate::limits;
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    rdma::wr::{
+        RecvWr,
+        Sges, //
+    },
+};
 use zerocopy_derive::{
     Immutable,
     KnownLayout, //
@@ -89,6 +95,80 @@ pub(crate) struct Cqe {
     pub(crate) imm_data: u64,
     /// QP number.
     pub(crate) qp_id: u64,
+}
+
+/// A completion to post to a CQ.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Completion {
+    /// The work request id.
+    pub(crate) id: u64,
+    /// The `SIW_OP_*` opcode of the work request.
+    pub(crate) opcode: u8,
+    /// The `SIW_WC_*` status.
+    pub(crate) status: u16,
+    /// Bytes transferred.
+    pub(crate) bytes: u32,
+    /// Invalidated STag (sets `SIW_WQE_REM_INVAL`), for received Send with Invalidate.
+    pub(crate) inval_stag: Option<u32>,
+    /// Whether the work request was solicited (a solicited receive).
+    pub(crate) solicited: bool,
+}
+
+impl Completion {
+    /// The completion of receive `id` with `status` and no data.
+    pub(crate) const fn recv(id: u64, status: u16) -> Self {
+        Completion {
+            id,
+            opcode: op::RECEIVE,
+            status,
+            bytes: 0,
+            inval_stag: None,
+            solicited: false,
+        }
+    }
+}
+
+/// The completion of a send queue work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SqCompletion {
+    /// The work request id.
+    pub(crate) id: u64,
+    /// The `SIW_OP_*` opcode of the work request.
+    pub(crate) opcode: u8,
+    /// The `SIW_WC_*` status.
+    pub(crate) status: u16,
+    /// Bytes transferred.
+    pub(crate) bytes: u32,
+}
+
+impl SqCompletion {
+    /// A completion of work request `id`.
+    pub(crate) const fn new(id: u64, opcode: u8, status: u16, bytes: u32) -> Self {
+        Self {
+            id,
+            opcode,
+            status,
+            bytes,
+        }
+    }
+
+    /// The same work request, completed with `status` and no bytes (an error).
+    pub(crate) const fn failed(self, status: u16) -> Self {
+        Self::new(self.id, self.opcode, status, 0)
+    }
+}
+
+impl From<SqCompletion> for Completion {
+    fn from(c: SqCompletion) -> Self {
+        Completion {
+            id: c.id,
+            opcode: c.opcode,
+            status: c.status,
+            bytes: c.bytes,
+            inval_stag: None,
+            solicited: false,
+        }
+    }
 }
 
 /// The byte offset of the `flags` field in every element.
@@ -274,6 +354,46 @@ fn sum_len(sges: &[Sge]) -> Result<u32, Invalid> {
     sges.iter()
         .try_fold(0u32, |acc, s| acc.checked_add(s.length))
         .ok_or(Invalid::Length)
+}
+
+/// Copies the SGEs of a kernel work request into a ring element; returns how many were
+/// copied. `src` was bounded by the queue's SGE limit, which fits `dst`.
+pub(crate) fn copy_sges(dst: &mut [Sge], src: Sges<'_>) -> Result<u8> {
+    let mut n: u8 = 0;
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = Sge {
+            laddr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        };
+        n = n.checked_add(1).ok_or(EINVAL)?;
+    }
+    Ok(n)
+}
+
+/// Builds a validated RQE from a kernel receive work request posted to a QP or SRQ: at most
+/// `max_sge` SGEs, each passing `check_lkey` (an lkey of the queue's PD that grants local
+/// write, [`MemTable::check_lkey`]). Fails with `EINVAL`.
+///
+/// [`MemTable::check_lkey`]: crate::mem::MemTable::check_lkey
+pub(crate) fn build_rqe(
+    w: &RecvWr,
+    max_sge: u32,
+    check_lkey: impl Fn(&Sge) -> Result,
+) -> Result<Rqe> {
+    let mut rqe = Rqe {
+        id: w.wr_id(),
+        opcode: rq_opcode(),
+        ..Rqe::default()
+    };
+    rqe.num_sge = copy_sges(&mut rqe.sge, w.sges(max_sge)?)?;
+    check_rqe(&rqe, max_sge).map_err(|_: Invalid| EINVAL)?;
+    rqe.sge
+        .get(..usize::from(rqe.num_sge))
+        .ok_or(EINVAL)?
+        .iter()
+        .try_for_each(check_lkey)?;
+    Ok(rqe)
 }
 
 /// The `SIW_OP_*` opcode a completion of a receive carries.
