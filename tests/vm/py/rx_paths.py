@@ -197,14 +197,16 @@ def client(addr, port):
             # rsiw's RX starts once the QP is in RTS; the pause keeps the first
             # FPDU from arriving with the Reply's ACK.
             time.sleep(0.2)
+            pieces = []
             for f in fpdus(name, rw, ro):
-                if mode == 'whole':
-                    s.sendall(f)
-                    time.sleep(0.1)
-                    continue
-                for piece in (f[:3], f[3:-1], f[-1:]):
+                pieces += [f] if mode == 'whole' else [f[:3], f[3:-1], f[-1:]]
+            for piece in pieces:
+                try:
                     s.sendall(piece)
-                    time.sleep(0.1)
+                except (BrokenPipeError, ConnectionResetError):
+                    # rsiw terminated and closed on a header before the rest.
+                    break
+                time.sleep(0.1)
             data, eof = read_all(s, 2)
             s.close()
             back[mode] = data
