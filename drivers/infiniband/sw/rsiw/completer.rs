@@ -18,6 +18,7 @@ use crate::{
     device::RsiwDevice,
     mem::Placement,
     path::{
+        Fail,
         Path,
         RxError,
         RxOut, //
@@ -29,7 +30,9 @@ use crate::{
             access_error,
             Target as AccessTarget, //
         },
+        hdr::Body,
         rx::Segment,
+        stream::Request,
         term::{
             TermCode,
             TermEcho,
@@ -85,6 +88,41 @@ pub(crate) fn read_response_segment(
 /// delivered once the RX lock is dropped.
 pub(crate) fn response_end(out: &mut RxOut) {
     out.deliver = true;
+}
+
+/// A QN 3 response was Delivered: it must answer the oldest outstanding request that expects
+/// one, with the kind of response it expects and, for an Atomic Response, its Request
+/// Identifier (T-12, ATOM-06); anything else, or a response with nothing outstanding, is an
+/// invalid response: 0/2/06 (ATOM-13, D-02). An Atomic Response's original value goes into
+/// the request's 8-byte result buffer (native byte order, ATOM-10) before the request can
+/// complete. Out of line: rare on the paths that must be short.
+#[inline(never)]
+pub(crate) fn response(
+    path: &Path,
+    qp: &Qp<RsiwDevice>,
+    seg: &Segment,
+    out: &mut RxOut,
+) -> Result<(), RxError> {
+    let a = path
+        .response(seg)
+        .map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
+    if let (Request::Atomic { .. }, Body::AtomicResponse(r)) = (a.req, &seg.body) {
+        let sink = a.local.sink;
+        let placed = qp
+            .device()
+            .mem()
+            .check(path.pd(), sink.lkey, Rights::LOCAL_WRITE, sink.laddr, 8)
+            .ok()
+            .is_some_and(|p| p.write(0, &r.orig.to_ne_bytes()).is_ok());
+        if !placed {
+            // The result buffer went away since the request was sent: a local error.
+            return Err(Fail::local().into());
+        }
+    }
+    if a.done {
+        response_end(out);
+    }
+    Ok(())
 }
 
 /// Completes the requests whose responses arrived, in send queue order: a Read with Local

@@ -228,7 +228,8 @@ impl Conn {
         })?;
         let rxcfg = RxConfig {
             crc: p.crc,
-            rfc7306: false,
+            // A peer that sends an extension this device has not enabled gets 0/2/06.
+            rfc7306: qp.device().rfc7306(),
             commit: false,
             max_ulpdu: u16::MAX,
             siw_terminate: true,
@@ -424,8 +425,8 @@ impl Conn {
         completer::flush(&self.path, qp);
         tx.flush(qp);
         self.path.drain_inbound();
-        let rqe = self.rx.lock().take_rqe();
-        if let Some(id) = rqe {
+        let rqes = self.rx.lock().take_rqe();
+        for id in rqes.into_iter().flatten() {
             RsiwQp::complete_rq(qp, &crate::qp::flushed_rqe(id));
         }
     }

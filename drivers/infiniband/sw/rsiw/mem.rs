@@ -364,6 +364,46 @@ impl<M: Deref<Target = Mem>> Placement<M> {
     }
 }
 
+impl<M: Deref<Target = Mem>> Placement<M> {
+    /// Applies `op` atomically to the 64-bit word at `at` of the checked range, in the
+    /// region's memory as mapped, and returns its value before (RFC 7306 atomics, T-10): a
+    /// compare-and-exchange loop on the word, atomic against the CPU's atomics and every other
+    /// QP, under no lock of the driver's. Does not sleep.
+    ///
+    /// Fails with `EINVAL` if the word's address (the resolved address, not the TO: T-07) is
+    /// not 8-byte aligned, or the word is not in the checked range; otherwise as
+    /// [`Placement::write`].
+    pub(crate) fn atomic_u64(&self, at: u64, op: impl FnMut(u64) -> u64) -> Result<u64> {
+        let off = self.region_off(at, 8)?;
+        match self.mem.kind {
+            Kind::FastReg => {
+                let fr = self.mem.fr.lock();
+                return fr
+                    .as_ref()
+                    .ok_or(ENOENT)?
+                    .pages
+                    .atomic_u64(self.gen, off, op);
+            }
+            Kind::Dma => {
+                let addr = self.mem.base.checked_add(off).ok_or(EINVAL)?;
+                return self
+                    .mem
+                    .kva
+                    .as_ref()
+                    .ok_or(EOPNOTSUPP)?
+                    .atomic_u64(addr, op);
+            }
+            Kind::User => {}
+        }
+        let off = usize::try_from(off).map_err(|_| EINVAL)?;
+        let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
+        match &*guard {
+            Some(umem) => umem.atomic_u64(off, op),
+            None => Err(EOPNOTSUPP),
+        }
+    }
+}
+
 /// Where received payload bytes to place come from.
 pub(crate) enum Source<'a, 'b> {
     /// The socket buffer, from an offset on.

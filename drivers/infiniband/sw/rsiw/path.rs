@@ -20,6 +20,7 @@ use crate::{
     limits,
     stag::PdId,
     wire::{
+        rx::Segment,
         stream::{
             Answered,
             OrdBusy,
@@ -108,8 +109,7 @@ impl From<Fail> for RxError {
 }
 
 /// Receive completions one call of the RX engine may collect; it stops when they are full,
-/// and `tcp_read_sock()` calls again. A segment adds at most one. Small, as it is initialised
-/// on every call.
+/// and `tcp_read_sock()` calls again. Small, as it is initialised on every call.
 pub(crate) const RX_OUT: usize = 4;
 
 /// What the RX engine hands back to its caller, to do after its lock is dropped.
@@ -137,9 +137,10 @@ impl RxOut {
         }
     }
 
-    /// Whether another receive completion may not fit.
+    /// Whether the completions of another segment may not fit (a segment adds at most two:
+    /// a held Send with Immediate and its own).
     pub(crate) fn full(&self) -> bool {
-        self.nrq >= RX_OUT
+        self.nrq.saturating_add(2) > RX_OUT
     }
 
     /// Adds a receive completion.
@@ -208,6 +209,13 @@ pub(crate) struct InRead {
 pub(crate) enum InRequest {
     /// RDMA Read Request: the response reads the source when it is sent.
     Read(InRead),
+    /// Atomic Request, executed when it arrived: the response returns the original value.
+    Atomic {
+        /// The Request Identifier to echo.
+        req_id: u32,
+        /// The Original Remote Data Value.
+        orig: u64,
+    },
 }
 
 /// The ORQ: outstanding requests in issue order, with their local sides.
@@ -430,6 +438,11 @@ impl Path {
         last: bool,
     ) -> Result<bool, TermCode> {
         self.shared.lock().orq.on_read_response(stag, to, len, last)
+    }
+
+    /// Matches a QN 3 response against the oldest outstanding request of its kind (T-12).
+    pub(crate) fn response(&self, seg: &Segment) -> Result<Answered<OrqWr>, TermCode> {
+        self.shared.lock().orq.on_response_with(seg)
     }
 
     /// Takes the oldest request if its response arrived (completions go in issue order);

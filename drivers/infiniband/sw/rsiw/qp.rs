@@ -55,6 +55,7 @@ use crate::{
         flags,
         op,
         status,
+        AtomicArgs,
         Completion,
         Rqe,
         SqCompletion,
@@ -67,10 +68,7 @@ use kernel::{
     rdma::{
         attr::Mtu,
         device::Device,
-        mr::{
-            AccessFlag,
-            AccessFlags, //
-        },
+        mr::AccessFlags,
         qp::{
             Qp,
             QpAttr,
@@ -234,6 +232,13 @@ pub(crate) fn next_state(
     }
 }
 
+/// The `IB_ACCESS_*` flags a QP has until they are set with `modify_qp`: local write, remote
+/// write and remote read, as siw reports and as iw_cm grants.
+const DEFAULT_ACCESS: u32 = 0x7;
+
+/// `RsiwQp::access` before `modify_qp` set it.
+const ACCESS_UNSET: u32 = u32::MAX;
+
 /// Fixed attributes of a QP.
 #[derive(Clone, Copy)]
 struct Caps {
@@ -285,9 +290,9 @@ pub(crate) struct RsiwQp {
     conn: RcuArc<Conn>,
 }
 
-/// Maps a kernel send opcode to the ring opcode (`siw_post_send()`), or `None` if rsiw (like
-/// `siw`) does not support it.
-fn sq_opcode(opcode: Option<WrOpcode>) -> Option<u8> {
+/// Maps a kernel send opcode to the ring opcode (`siw_post_send()`), or `None` if rsiw does
+/// not support it: like `siw`, plus the RFC 7306 operations when `rfc7306` is on.
+fn sq_opcode(opcode: Option<WrOpcode>, rfc7306: bool) -> Option<u8> {
     Some(match opcode? {
         WrOpcode::Send => op::SEND,
         WrOpcode::SendWithInv => op::SEND_REMOTE_INV,
@@ -296,6 +301,13 @@ fn sq_opcode(opcode: Option<WrOpcode>) -> Option<u8> {
         WrOpcode::RdmaReadWithInv => op::READ_LOCAL_INV,
         WrOpcode::LocalInv => op::INVAL_STAG,
         WrOpcode::RegMr => op::REG_MR,
+        _ if !rfc7306 => return None,
+        WrOpcode::SendWithImm => op::SEND_WITH_IMM,
+        WrOpcode::RdmaWriteWithImm => op::WRITE_WITH_IMM,
+        WrOpcode::AtomicFetchAndAdd => op::FETCH_AND_ADD,
+        WrOpcode::AtomicCmpAndSwp => op::COMP_AND_SWAP,
+        WrOpcode::MaskedAtomicFetchAndAdd => op::MASKED_FETCH_AND_ADD,
+        WrOpcode::MaskedAtomicCmpAndSwp => op::MASKED_COMP_AND_SWAP,
         _ => return None,
     })
 }
@@ -346,11 +358,12 @@ fn check_send_keys(qp: &Qp<RsiwDevice>, w: &SendWr, sqe: &mut Sqe) -> Result {
         op::INVAL_STAG => dev.mem().check_local_stag(pd, sqe.rkey),
         _ if sqe.flags & flags::INLINE != 0 => Ok(()),
         opcode => {
-            let need = if opcode == op::READ || opcode == op::READ_LOCAL_INV {
-                Rights::LOCAL_WRITE
-            } else {
-                Rights::LOCAL_READ
-            };
+            let need =
+                if opcode == op::READ || opcode == op::READ_LOCAL_INV || op::is_atomic(opcode) {
+                    Rights::LOCAL_WRITE
+                } else {
+                    Rights::LOCAL_READ
+                };
             let n = usize::from(sqe.num_sge);
             check_lkeys(qp, sqe.sge.get(..n).ok_or(EINVAL)?, need)
         }
@@ -382,7 +395,7 @@ impl RsiwQp {
                 state: Atomic::new(QpState::Idle as u32),
                 ord: Atomic::new(0),
                 ird: Atomic::new(0),
-                access: Atomic::new(0),
+                access: Atomic::new(ACCESS_UNSET),
                 connected: Atomic::new(0),
                 modify <- new_mutex!(()),
                 sq_put <- new_spinlock_irq!(0, "rsiw_sq"),
@@ -481,6 +494,16 @@ impl RsiwQp {
     /// Returns the QP number.
     pub(crate) fn qp_num(&self) -> u32 {
         self.qp_num
+    }
+
+    /// The remote rights the QP grants (its `IB_ACCESS_*` flags: remote write, read and
+    /// atomic), which every inbound request must have besides the region's.
+    pub(crate) fn remote_rights(&self) -> Rights {
+        let a = match self.access.load(Relaxed) {
+            ACCESS_UNSET => DEFAULT_ACCESS,
+            a => a,
+        };
+        Rights(a & (Rights::REMOTE_WRITE.0 | Rights::REMOTE_READ.0 | Rights::REMOTE_ATOMIC.0))
     }
 
     /// Returns the current state.
@@ -622,6 +645,11 @@ impl RsiwQp {
             .map(|n| n.mtu())
             .ok_or(ENODEV)?;
         let access = this.access.load(Relaxed);
+        let access = if access == ACCESS_UNSET {
+            DEFAULT_ACCESS
+        } else {
+            access
+        };
         Ok(QpQuery {
             state: this.state().to_ib(),
             cap: QpCap {
@@ -634,12 +662,7 @@ impl RsiwQp {
             path_mtu: Mtu::from_bytes(mtu),
             max_rd_atomic: this.ord.load(Relaxed) as u8,
             max_dest_rd_atomic: this.ird.load(Relaxed) as u8,
-            // Local write, remote write and remote read, as siw reports, unless set.
-            qp_access_flags: if access != 0 {
-                AccessFlags::from_raw(access)
-            } else {
-                AccessFlag::LocalWrite | AccessFlag::RemoteWrite | AccessFlag::RemoteRead
-            },
+            qp_access_flags: AccessFlags::from_raw(access),
             sq_sig_all: this.caps.sig_all,
         })
     }
@@ -703,8 +726,9 @@ impl RsiwQp {
         match this.state() {
             QpState::Error => {
                 // ERROR is final: complete every WR as flushed, so `ib_drain_qp()` finishes.
+                let ext = qp.device().rfc7306();
                 for w in wr.iter() {
-                    let Some(opcode) = sq_opcode(w.opcode()) else {
+                    let Some(opcode) = sq_opcode(w.opcode(), ext) else {
                         return Err((EINVAL, w));
                     };
                     let c = SqCompletion::new(w.wr_id(), opcode, status::WR_FLUSH_ERR, 0);
@@ -714,8 +738,9 @@ impl RsiwQp {
             }
             QpState::Rts => {
                 let mut queued = false;
+                let ext = qp.device().rfc7306();
                 let res = wr.iter().try_for_each(|w| {
-                    let mut sqe = this.build_sqe(w).map_err(|e| (e, w))?;
+                    let mut sqe = this.build_sqe(w, ext).map_err(|e| (e, w))?;
                     check_send_keys(qp, w, &mut sqe).map_err(|e| (e, w))?;
                     let mut put_guard = this.sq_put.lock();
                     let put = *put_guard;
@@ -740,9 +765,10 @@ impl RsiwQp {
         }
     }
 
-    /// Converts a kernel send work request into a validated SQE.
-    fn build_sqe(&self, w: &SendWr) -> Result<Sqe> {
-        let opcode = sq_opcode(w.opcode()).ok_or(EINVAL)?;
+    /// Converts a kernel send work request into a validated SQE; the RFC 7306 operations only
+    /// if `rfc7306` is on.
+    fn build_sqe(&self, w: &SendWr, rfc7306: bool) -> Result<Sqe> {
+        let opcode = sq_opcode(w.opcode(), rfc7306).ok_or(EINVAL)?;
         let sf = w.send_flags();
         let mut sqe = Sqe {
             id: w.wr_id(),
@@ -765,17 +791,47 @@ impl RsiwQp {
                 sqe.rkey = reg.key;
                 sqe.sge[0].length = u32::from(reg.access);
             }
+            o if op::is_atomic(o) => {
+                let a = w.atomic().ok_or(EINVAL)?;
+                sqe.raddr = a.remote_addr;
+                sqe.rkey = a.rkey;
+                // The original value goes to the one SGE (8 bytes, checked below).
+                if w.num_sge() != 1 {
+                    return Err(EINVAL);
+                }
+                sqe.num_sge = copy_sges(&mut sqe.sge, w.sges(1)?)?;
+                AtomicArgs {
+                    compare_add: a.compare_add,
+                    swap: a.swap,
+                    compare_add_mask: a.compare_add_mask,
+                    swap_mask: a.swap_mask,
+                }
+                .to_sqe(&mut sqe);
+            }
             _ => {
                 if let Some(t) = w.rdma() {
                     sqe.raddr = t.remote_addr;
                     sqe.rkey = t.rkey;
                 }
-                if opcode == op::SEND_REMOTE_INV {
-                    sqe.rkey = w.invalidate_rkey();
+                match opcode {
+                    op::SEND_REMOTE_INV => sqe.rkey = w.invalidate_rkey(),
+                    op::SEND_WITH_IMM => sqe.rkey = w.imm_data(),
+                    _ => {}
                 }
-                if sf.contains(SendWrFlag::Inline) && (opcode == op::SEND || opcode == op::WRITE) {
+                let write_imm = opcode == op::WRITE_WITH_IMM;
+                let inline_ok = matches!(
+                    opcode,
+                    op::SEND | op::WRITE | op::SEND_WITH_IMM | op::WRITE_WITH_IMM
+                );
+                if sf.contains(SendWrFlag::Inline) && inline_ok {
                     let mut data = [0u8; wqe::MAX_INLINE];
-                    let len = w.copy_inline(&mut data, self.caps.sq_max_sge)?;
+                    let room = if write_imm {
+                        wqe::MAX_INLINE_WRITE_IMM
+                    } else {
+                        wqe::MAX_INLINE
+                    };
+                    let len =
+                        w.copy_inline(data.get_mut(..room).ok_or(EINVAL)?, self.caps.sq_max_sge)?;
                     sqe.flags |= flags::INLINE;
                     sqe.num_sge = 1;
                     sqe.sge[0].length = len as u32;
@@ -790,10 +846,16 @@ impl RsiwQp {
                             return Err(EINVAL);
                         }
                         limits::MAX_SGE_RD
+                    } else if write_imm {
+                        // The immediate takes the last SGE slot.
+                        self.caps.sq_max_sge.min(wqe::imm_slot() as u32)
                     } else {
                         self.caps.sq_max_sge
                     };
                     sqe.num_sge = copy_sges(&mut sqe.sge, w.sges(max)?)?;
+                }
+                if write_imm {
+                    sqe.sge[wqe::imm_slot()].lkey = w.imm_data();
                 }
             }
         }

@@ -31,8 +31,11 @@ use crate::{
             Target as AccessTarget, //
         },
         hdr::{
+            imm,
             DdpHeader,
-            Placement as WirePlacement, //
+            Placement as WirePlacement,
+            IMM_LEN,
+            SEND_IMM_FOLLOWS, //
         },
         rx::Segment,
         stream::RxUntagged,
@@ -68,6 +71,15 @@ pub(crate) struct Recv {
     cur: Option<CurRqe>,
     /// Where the next receive queue element is read to (kept: too large to move around).
     buf: Rqe,
+    /// RFC 7306 is on: Immediate Data is taken, and a Send marked [`SEND_IMM_FOLLOWS`] is
+    /// held for it.
+    rfc7306: bool,
+    /// The completion of a Send with Immediate whose Immediate Data is the next message of
+    /// QN 0: both complete as this one receive.
+    held: Option<Completion>,
+    /// Payload bytes of the RDMA Writes Delivered since the last message of QN 0: the length
+    /// an Immediate Data completion reports (D-07).
+    written: u32,
 }
 
 /// The completion of receive `id`.
@@ -79,26 +91,48 @@ fn completion(id: u64, st: u16, bytes: u32, inval: Option<u32>, solicited: bool)
         bytes,
         inval_stag: inval,
         solicited,
+        imm: None,
     }
 }
 
 impl Recv {
-    /// No receive taken.
-    pub(crate) fn new() -> Self {
+    /// No receive taken; Immediate Data taken if `rfc7306` is on.
+    pub(crate) fn new(rfc7306: bool) -> Self {
         Self {
             cur: None,
             buf: Rqe::default(),
+            rfc7306,
+            held: None,
+            written: 0,
         }
     }
 
-    /// Whether no receive is being filled.
+    /// Whether no receive is being filled or held.
     pub(crate) fn idle(&self) -> bool {
-        self.cur.is_none()
+        self.cur.is_none() && self.held.is_none()
     }
 
-    /// Takes the receive being filled (to flush it); returns its id.
-    pub(crate) fn take(&mut self) -> Option<u64> {
-        self.cur.take().map(|r| r.id)
+    /// Takes the receives being filled or held (to flush them), oldest first; returns their
+    /// ids.
+    pub(crate) fn take(&mut self) -> [Option<u64>; 2] {
+        [
+            self.held.take().map(|c| c.id),
+            self.cur.take().map(|r| r.id),
+        ]
+    }
+
+    /// A segment of an RDMA Write of `n` payload bytes was Delivered.
+    pub(crate) fn wrote(&mut self, n: u32) {
+        self.written = self.written.saturating_add(n);
+    }
+
+    /// A message of QN 0 other than the Immediate Data a held Send waits for arrived: the Send
+    /// completes on its own (its sender did not follow it with Immediate Data, as an rsiw
+    /// sender always does).
+    fn release_held(&mut self, out: &mut RxOut) {
+        if let Some(c) = self.held.take() {
+            out.push_rq(c);
+        }
     }
 
     /// Takes the next receive (the SRQ's if there is one) into `buf`; returns whether there
@@ -173,14 +207,67 @@ impl Recv {
         seg: &Segment,
         out: &mut RxOut,
     ) -> Result<(), RxError> {
-        if self.cur.is_none() && self.next_rqe(qp, out)? {
-            self.fill(path, qp, out)?;
+        if self.cur.is_none() {
+            self.release_held(out);
+            if self.next_rqe(qp, out)? {
+                self.fill(path, qp, out)?;
+            }
         }
         let avail = self.cur.as_ref().map(|r| r.total);
         untagged
             .check(seg, avail)
             .map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
         Ok(())
+    }
+
+    /// An Immediate Data message (IMM-01): it completes the Send with Immediate held for it,
+    /// or consumes a receive of its own, whose buffer it does not write (D-01: a receive with
+    /// no SGE will do). MSN order as any message of QN 0 (IMM-03).
+    pub(crate) fn imm_segment(
+        &mut self,
+        path: &Path,
+        qp: &Qp<RsiwDevice>,
+        untagged: &mut RxUntagged,
+        seg: &Segment,
+        out: &mut RxOut,
+    ) -> Result<(), RxError> {
+        let avail = if self.held.is_some() {
+            Some(0)
+        } else {
+            if self.cur.is_none() && self.next_rqe(qp, out)? {
+                self.fill(path, qp, out)?;
+            }
+            self.cur.as_ref().map(|r| r.total)
+        };
+        untagged
+            .check(seg, avail)
+            .map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
+        Ok(())
+    }
+
+    /// The Immediate Data message `imm` (its 8 bytes) ended: completes the held Send with
+    /// it, as `IB_WC_RECV` (a Send with Immediate), or its own receive as
+    /// `IB_WC_RECV_RDMA_WITH_IMM` with the length of the RDMA Writes before it (D-07; an RDMA
+    /// Write with Immediate, IMM-05).
+    pub(crate) fn imm_end(&mut self, hdr: DdpHeader, imm: [u8; IMM_LEN], out: &mut RxOut) {
+        let v = u32::from_ne_bytes(imm::to_verbs(imm));
+        let se = hdr.opcode.is_solicited();
+        let written = core::mem::take(&mut self.written);
+        if let Some(mut c) = self.held.take() {
+            c.imm = Some(v);
+            c.solicited |= se;
+            out.push_rq(c);
+        } else if let Some(r) = self.cur.take() {
+            out.push_rq(Completion {
+                id: r.id,
+                opcode: op::RECV_WRITE_IMM,
+                status: status::SUCCESS,
+                bytes: written,
+                inval_stag: None,
+                solicited: se,
+                imm: Some(v),
+            });
+        }
     }
 
     /// Places `n` payload bytes, from `src`, at `off` in the current segment's payload, which
@@ -231,7 +318,7 @@ impl Recv {
         };
         // Dropped in place (its placements), not moved out.
         self.cur = None;
-        finish(path, qp, hdr, payload_len, id, out)
+        self.finish(path, qp, hdr, payload_len, id, out)
     }
 
     /// A whole single-segment Send (its payload `data`, its CRC checked) after the stream's
@@ -251,6 +338,7 @@ impl Recv {
         let WirePlacement::Untagged { mo, .. } = seg.hdr.placement else {
             return Err(Fail::place().into());
         };
+        self.release_held(out);
         if self.next_rqe(qp, out)? {
             if self.buf.num_sge <= 1 {
                 return self.whole_one(path, qp, untagged, seg, data, out);
@@ -318,7 +406,7 @@ impl Recv {
             }
         }
         drop(rcu);
-        finish(path, qp, seg.hdr, seg.payload_len, id, out)
+        self.finish(path, qp, seg.hdr, seg.payload_len, id, out)
     }
 
     /// Keeps the receive `id` as the current one, to be flushed. Out of line: only on errors.
@@ -335,34 +423,45 @@ impl Recv {
     }
 }
 
-/// Completes the receive `id` that the Send ending with `hdr` (`payload_len` bytes of payload
-/// in its last segment) filled, after invalidating the Invalidate STag of a Send with
-/// Invalidate.
-fn finish(
-    path: &Path,
-    qp: &Qp<RsiwDevice>,
-    hdr: DdpHeader,
-    payload_len: u32,
-    id: u64,
-    out: &mut RxOut,
-) -> Result<(), RxError> {
-    let mo = match hdr.placement {
-        WirePlacement::Untagged { mo, .. } => mo,
-        WirePlacement::Tagged { .. } => 0,
-    };
-    let bytes = mo.saturating_add(payload_len);
-    let mut inval = None;
-    if let WirePlacement::Untagged { inv_stag, .. } = hdr.placement {
-        if hdr.opcode.has_invalidate() {
-            if let Err(f) = qp.device().mem().invalidate(path.pd(), inv_stag, true) {
-                out.push_rq(completion(id, status::LOC_PROT_ERR, bytes, None, false));
-                let (c, e) = access_error(AccessTarget::SendInvalidate, f);
-                return Err(RxError::Term(c, e));
+impl Recv {
+    /// Completes the receive `id` that the Send ending with `hdr` (`payload_len` bytes of payload
+    /// in its last segment) filled, after invalidating the Invalidate STag of a Send with
+    /// Invalidate; holds the completion of a Send with Immediate for its Immediate Data.
+    fn finish(
+        &mut self,
+        path: &Path,
+        qp: &Qp<RsiwDevice>,
+        hdr: DdpHeader,
+        payload_len: u32,
+        id: u64,
+        out: &mut RxOut,
+    ) -> Result<(), RxError> {
+        self.written = 0;
+        let mo = match hdr.placement {
+            WirePlacement::Untagged { mo, .. } => mo,
+            WirePlacement::Tagged { .. } => 0,
+        };
+        let bytes = mo.saturating_add(payload_len);
+        let mut inval = None;
+        if let WirePlacement::Untagged { inv_stag, .. } = hdr.placement {
+            if hdr.opcode.has_invalidate() {
+                if let Err(f) = qp.device().mem().invalidate(path.pd(), inv_stag, true) {
+                    out.push_rq(completion(id, status::LOC_PROT_ERR, bytes, None, false));
+                    let (c, e) = access_error(AccessTarget::SendInvalidate, f);
+                    return Err(RxError::Term(c, e));
+                }
+                inval = Some(inv_stag);
             }
-            inval = Some(inv_stag);
         }
+        let se = hdr.opcode.is_solicited();
+        let c = completion(id, status::SUCCESS, bytes, inval, se);
+        match hdr.placement {
+            WirePlacement::Untagged {
+                inv_stag: SEND_IMM_FOLLOWS,
+                ..
+            } if self.rfc7306 && inval.is_none() => self.held = Some(c),
+            _ => out.push_rq(c),
+        }
+        Ok(())
     }
-    let se = hdr.opcode.is_solicited();
-    out.push_rq(completion(id, status::SUCCESS, bytes, inval, se));
-    Ok(())
 }

@@ -45,12 +45,16 @@ use crate::{
             LEN_LEN, //
         },
         hdr::{
+            imm,
+            AtomicRequest,
             Body,
             Opcode,
             Placement as WirePlacement,
             ReadRequest,
+            IMM_LEN,
             QN_READ_REQ,
             QN_SEND,
+            SEND_IMM_FOLLOWS,
             UNTAGGED_HDR_LEN, //
         },
         stream::Request,
@@ -61,8 +65,10 @@ use crate::{
     },
     wqe::{
         flags,
+        imm_slot,
         op,
         status,
+        AtomicArgs,
         SqCompletion,
         Sqe, //
         MAX_INLINE,
@@ -100,6 +106,20 @@ pub(crate) struct Requester {
     /// Where [`Requester::quick`] builds its FPDU. Kept here, not on the stack: a fresh array
     /// would be zeroed for every message, and [`quick_fpdu`] writes every byte it returns.
     quick_buf: [u8; QUICK_FPDU],
+    /// The Immediate Data message that must follow the message just started (a Send or Write
+    /// with immediate data), before anything else.
+    followup: Option<Followup>,
+}
+
+/// The second message of a Send or Write with immediate data.
+#[derive(Clone, Copy)]
+struct Followup {
+    /// The 8-byte Immediate Data (D-01).
+    imm: [u8; IMM_LEN],
+    /// Immediate Data with Solicited Event.
+    solicited: bool,
+    /// The work request's completion, once this message is with TCP.
+    done: Done,
 }
 
 impl Requester {
@@ -109,11 +129,24 @@ impl Requester {
             pending: false,
             sqe: Sqe::default(),
             quick_buf: [0; QUICK_FPDU],
+            followup: None,
         }
+    }
+
+    /// Whether the second message of a Send or Write with immediate data must go out next.
+    pub(crate) fn has_followup(&self) -> bool {
+        self.followup.is_some()
     }
 
     /// Completes the element taken off the send queue, if any, with `IB_WC_WR_FLUSH_ERR`.
     pub(crate) fn flush(&mut self, qp: &Qp<RsiwDevice>) {
+        if let Some(c) = self
+            .followup
+            .take()
+            .and_then(|f| f.done.failed(status::WR_FLUSH_ERR))
+        {
+            RsiwQp::complete_sq(qp, c);
+        }
         if core::mem::take(&mut self.pending) {
             let s = &self.sqe;
             RsiwQp::complete_sq(
@@ -138,6 +171,9 @@ impl Requester {
         out: &mut Outgoing,
         mulpdu: u16,
     ) -> Result<bool, Fatal> {
+        if let Some(f) = self.followup.take() {
+            return start_imm(out, f, mulpdu).map(|()| true);
+        }
         // The SQE stays in `pending` and is used where it is (it is too large to move on
         // every message): taken once it becomes a message or fails, kept while it waits.
         loop {
@@ -293,6 +329,9 @@ impl Requester {
         if matches!(self.sqe.opcode, op::READ | op::READ_LOCAL_INV) {
             return self.start_read(path, qp, out, mulpdu);
         }
+        if op::is_atomic(self.sqe.opcode) {
+            return self.start_atomic(path, qp, out, mulpdu);
+        }
         let sqe = &self.sqe;
         let fail = |st: u16| self.failed(st);
         let signalled = sqe.flags & flags::SIGNALLED != 0;
@@ -330,21 +369,52 @@ impl Requester {
             }
         };
         let solicited = sqe.flags & flags::SOLICITED != 0;
+        let mut done = Done::Sq {
+            wr: SqCompletion::new(sqe.id, sqe.opcode, status::SUCCESS, len),
+            signalled,
+        };
+        // With immediate data a second message follows, and the work request completes with
+        // it (RFC 7306 6, IMM-05). The immediate of a Write sits in the last SGE slot, that of
+        // a Send in `rkey` (see `wqe`).
+        let followup = match sqe.opcode {
+            op::WRITE_WITH_IMM => Some(sqe.sge[imm_slot()].lkey),
+            op::SEND_WITH_IMM => Some(sqe.rkey),
+            _ => None,
+        }
+        .map(|v| Followup {
+            imm: imm::from_verbs(v.to_ne_bytes()),
+            solicited,
+            done: core::mem::replace(&mut done, Done::Nothing),
+        });
         let (opcode, placement) = match sqe.opcode {
-            op::WRITE => (
+            op::WRITE_WITH_IMM if len == 0 => {
+                // No Write message: the Immediate Data alone (IMM-05).
+                let f = followup.ok_or(fail(status::LOC_QP_OP_ERR))?;
+                *out.src_mut() = Src::None;
+                start_imm(out, f, mulpdu)?;
+                return Ok(true);
+            }
+            op::WRITE | op::WRITE_WITH_IMM => (
                 Opcode::Write,
                 WirePlacement::Tagged {
                     stag: sqe.rkey,
                     to: sqe.raddr,
                 },
             ),
-            op::SEND | op::SEND_REMOTE_INV => {
+            op::SEND | op::SEND_REMOTE_INV | op::SEND_WITH_IMM => {
                 let inv = sqe.opcode == op::SEND_REMOTE_INV;
                 let msn = out.take_msn(QN_SEND).ok_or(fail(status::LOC_QP_OP_ERR))?;
+                let word = match sqe.opcode {
+                    op::SEND_REMOTE_INV => sqe.rkey,
+                    // An rsiw receiver delivers it with the Immediate Data as one receive.
+                    op::SEND_WITH_IMM => SEND_IMM_FOLLOWS,
+                    _ => 0,
+                };
                 (
-                    send_opcode(inv, solicited),
+                    // The solicited event goes with the last message.
+                    send_opcode(inv, solicited && followup.is_none()),
                     WirePlacement::Untagged {
-                        inv_stag: if inv { sqe.rkey } else { 0 },
+                        inv_stag: word,
                         qn: QN_SEND,
                         msn,
                         mo: 0,
@@ -359,12 +429,65 @@ impl Requester {
             body: Body::None,
             payload_len: len,
         };
-        let done = Done::Sq {
-            wr: SqCompletion::new(sqe.id, sqe.opcode, status::SUCCESS, len),
-            signalled,
-        };
         out.start_filled(msg, done, mulpdu)
             .map_err(|_| fail(status::LOC_LEN_ERR))?;
+        self.followup = followup;
+        Ok(true)
+    }
+
+    /// Starts the Atomic Request of the SQE in `pending`: `Ok(false)` if it waits for an ORD
+    /// credit, which it shares with Reads (T-04). Out of line: rare on the paths that must be
+    /// short.
+    #[inline(never)]
+    fn start_atomic(
+        &mut self,
+        path: &Path,
+        qp: &Qp<RsiwDevice>,
+        out: &mut Outgoing,
+        mulpdu: u16,
+    ) -> Result<bool, Fatal> {
+        let sqe = &self.sqe;
+        let fail = |st: u16| self.failed(st);
+        if path.ord() == 0 {
+            // No QN 1 request may be outstanding (as for a Read).
+            return Err(fail(status::LOC_QP_OP_ERR));
+        }
+        // The original value is placed into the one 8-byte SGE (checked by `check_sqe`).
+        let sink = sqe.sge[0];
+        qp.device()
+            .mem()
+            .check(path.pd(), sink.lkey, Rights::LOCAL_WRITE, sink.laddr, 8)
+            .map_err(|_| fail(status::LOC_PROT_ERR))?;
+        let msn = out
+            .peek_msn(QN_READ_REQ)
+            .ok_or(fail(status::LOC_QP_OP_ERR))?;
+        // The Request Identifier is ours to choose: the request's QN 1 MSN, unique among
+        // the outstanding ones.
+        let body = atomic_request(sqe, msn).ok_or(fail(status::LOC_QP_OP_ERR))?;
+        let wr = OrqWr {
+            id: Some(sqe.id),
+            opcode: sqe.opcode,
+            signalled: sqe.flags & flags::SIGNALLED != 0,
+            len: 8,
+            sink,
+        };
+        if path.issue(Request::Atomic { req_id: msn }, wr) == Issue::Wait {
+            return Ok(false);
+        }
+        let _ = out.take_msn(QN_READ_REQ);
+        let msg = TxMessage {
+            opcode: Opcode::AtomicRequest,
+            placement: WirePlacement::Untagged {
+                inv_stag: 0,
+                qn: QN_READ_REQ,
+                msn,
+                mo: 0,
+            },
+            body: Body::AtomicRequest(body),
+            payload_len: 0,
+        };
+        out.start(msg, Src::None, Done::Nothing, mulpdu)
+            .map_err(|_| fail(status::LOC_QP_OP_ERR))?;
         Ok(true)
     }
 
@@ -476,6 +599,51 @@ impl Requester {
             done,
         }))
     }
+}
+
+/// Starts the Immediate Data message `f` in `out`.
+fn start_imm(out: &mut Outgoing, f: Followup, mulpdu: u16) -> Result<(), Fatal> {
+    let fail = || Fatal::local(f.done.failed(status::LOC_QP_OP_ERR));
+    let msn = out.take_msn(QN_SEND).ok_or_else(fail)?;
+    let msg = TxMessage {
+        opcode: if f.solicited {
+            Opcode::ImmDataSe
+        } else {
+            Opcode::ImmData
+        },
+        placement: WirePlacement::Untagged {
+            inv_stag: 0,
+            qn: QN_SEND,
+            msn,
+            mo: 0,
+        },
+        body: Body::Immediate(f.imm),
+        payload_len: 0,
+    };
+    out.start(msg, Src::None, f.done, mulpdu)
+        .map_err(|_| fail())
+}
+
+/// The Atomic Request header of the atomic SQE `sqe` with Request Identifier `req_id`: plain
+/// operations with the masks of T-09 (a FetchAdd adds all 64 bits, a CmpSwap compares and swaps
+/// all of them), masked ones with the consumer's masks (ATOM-07, ATOM-08).
+fn atomic_request(sqe: &Sqe, req_id: u32) -> Option<AtomicRequest> {
+    let a = AtomicArgs::from_sqe(sqe);
+    let (stag, to) = (sqe.rkey, sqe.raddr);
+    Some(match sqe.opcode {
+        op::FETCH_AND_ADD => AtomicRequest::fetch_add(req_id, stag, to, a.compare_add),
+        op::COMP_AND_SWAP => AtomicRequest::cmp_swap(req_id, stag, to, a.compare_add, a.swap),
+        op::MASKED_FETCH_AND_ADD => AtomicRequest {
+            add_swap_mask: a.compare_add_mask,
+            ..AtomicRequest::fetch_add(req_id, stag, to, a.compare_add)
+        },
+        op::MASKED_COMP_AND_SWAP => AtomicRequest {
+            add_swap_mask: a.swap_mask,
+            compare_mask: a.compare_add_mask,
+            ..AtomicRequest::cmp_swap(req_id, stag, to, a.compare_add, a.swap)
+        },
+        _ => return None,
+    })
 }
 
 /// The opcode of a Send variant.

@@ -29,13 +29,20 @@ use crate::{
     wire::{
         atomic::{
             access_error,
+            cmp_swap_masked,
+            fetch_add_masked,
+            Fault,
             Target as AccessTarget, //
         },
         hdr::{
+            AtomicRequest,
+            AtomicResponse,
             Body,
             Opcode,
             Placement as WirePlacement,
-            ReadRequest, //
+            ReadRequest,
+            AOP_FETCH_ADD,
+            QN_RESPONSE, //
         },
         stream::Refused,
         term::{
@@ -56,6 +63,7 @@ use kernel::{
 pub(crate) fn request(path: &Path, qp: &Qp<RsiwDevice>, body: &Body) -> Result<(), RxError> {
     match body {
         Body::ReadRequest(r) => read_request(path, qp, r),
+        Body::AtomicRequest(r) => atomic_request(path, qp, r),
         // The parser decodes the body of the opcode it accepted.
         _ => Err(RxError::Term(
             TermCode::operation(RdmapCode::CatastrophicStream),
@@ -64,8 +72,18 @@ pub(crate) fn request(path: &Path, qp: &Qp<RsiwDevice>, body: &Body) -> Result<(
     }
 }
 
+/// The Terminate for an inbound request of kind `t` whose target failed a check (T-06).
+fn refused(t: AccessTarget, f: Fault) -> RxError {
+    let (c, e) = access_error(t, f);
+    RxError::Term(c, e)
+}
+
 /// Queues an RDMA Read Request whose source is ours to read.
 fn read_request(path: &Path, qp: &Qp<RsiwDevice>, r: &ReadRequest) -> Result<(), RxError> {
+    // The QP must grant remote read too, not only the region.
+    if r.size > 0 && !qp.remote_rights().contains(Rights::REMOTE_READ) {
+        return Err(refused(AccessTarget::ReadRequest, Fault::Rights));
+    }
     if r.size > 0 {
         let c = qp.device().mem().check(
             path.pd(),
@@ -89,6 +107,43 @@ fn read_request(path: &Path, qp: &Qp<RsiwDevice>, r: &ReadRequest) -> Result<(),
     admit(path, || Ok(InRequest::Read(req)))
 }
 
+/// Executes an Atomic Request on its target word within IRD, in stream order (T-02), and
+/// queues its response (ATOM-04): the operation code (ATOM-03, 0/2/06), the QP's and the
+/// region's remote atomic right, STag, PD and bounds (ATOM-12, 0/1/xx) and the alignment of
+/// the resolved address (ATOM-11, T-07, 0/2/07) are checked first; memory is not touched on
+/// any failure, nor beyond IRD (0/2/07).
+fn atomic_request(path: &Path, qp: &Qp<RsiwDevice>, r: &AtomicRequest) -> Result<(), RxError> {
+    r.check_aopcode()
+        .map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
+    if !qp.remote_rights().contains(Rights::REMOTE_ATOMIC) {
+        return Err(refused(AccessTarget::Atomic, Fault::Rights));
+    }
+    let target = qp
+        .device()
+        .mem()
+        .check(path.pd(), r.stag, Rights::REMOTE_ATOMIC, r.to, 8)
+        .map_err(|f| refused(AccessTarget::Atomic, f))?;
+    let r = *r;
+    admit(path, || {
+        let op = |orig: u64| match r.aopcode {
+            AOP_FETCH_ADD => fetch_add_masked(orig, r.add_swap, r.add_swap_mask),
+            _ => cmp_swap_masked(orig, r.compare, r.compare_mask, r.add_swap, r.add_swap_mask),
+        };
+        match target.atomic_u64(0, op) {
+            Ok(orig) => Ok(InRequest::Atomic {
+                req_id: r.req_id,
+                orig,
+            }),
+            // The region was checked; what is left is the word's address.
+            Err(e) if e == EINVAL => Err(refused(AccessTarget::Atomic, Fault::Misaligned)),
+            // Pages pinned without write access (not with remote atomic access).
+            Err(e) if e == EACCES => Err(refused(AccessTarget::Atomic, Fault::Rights)),
+            // Deregistered or invalidated meanwhile.
+            Err(_) => Err(refused(AccessTarget::Atomic, Fault::InvalidStag)),
+        }
+    })
+}
+
 /// Admits a request within IRD; `exec` runs once if it is.
 fn admit(path: &Path, exec: impl FnOnce() -> Result<InRequest, RxError>) -> Result<(), RxError> {
     match path.admit(exec) {
@@ -106,6 +161,23 @@ pub(crate) fn next_response(path: &Path, out: &mut Outgoing, mulpdu: u16) -> Res
         return Ok(false);
     };
     let (msg, src) = match req {
+        InRequest::Atomic { req_id, orig } => {
+            let msn = out.take_msn(QN_RESPONSE).ok_or(Fatal::local(None))?;
+            (
+                TxMessage {
+                    opcode: Opcode::AtomicResponse,
+                    placement: WirePlacement::Untagged {
+                        inv_stag: 0,
+                        qn: QN_RESPONSE,
+                        msn,
+                        mo: 0,
+                    },
+                    body: Body::AtomicResponse(AtomicResponse { req_id, orig }),
+                    payload_len: 0,
+                },
+                Src::None,
+            )
+        }
         InRequest::Read(r) => (
             TxMessage {
                 opcode: Opcode::ReadResponse,

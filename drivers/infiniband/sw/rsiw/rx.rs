@@ -102,8 +102,12 @@ enum Role {
     ReadResponse,
     /// A Send variant: receive placement.
     Send,
+    /// Immediate Data: receive placement.
+    Imm,
     /// An inbound request: the responder, once Delivered.
     Request,
+    /// A QN 3 response: the completer, once Delivered.
+    Response,
     /// The peer's Terminate.
     Terminate,
     /// Anything else (the parser refuses the opcodes of disabled extensions already).
@@ -116,7 +120,9 @@ fn role(op: Opcode) -> Role {
         Opcode::Write => Role::Write,
         Opcode::ReadResponse => Role::ReadResponse,
         Opcode::Send | Opcode::SendInv | Opcode::SendSe | Opcode::SendSeInv => Role::Send,
-        Opcode::ReadRequest => Role::Request,
+        Opcode::ImmData | Opcode::ImmDataSe => Role::Imm,
+        Opcode::ReadRequest | Opcode::AtomicRequest => Role::Request,
+        Opcode::AtomicResponse => Role::Response,
         Opcode::Terminate => Role::Terminate,
         _ => Role::Unexpected,
     }
@@ -164,13 +170,14 @@ impl RxState {
         rtr: Option<RtrSet>,
         qp: ARef<Qp<RsiwDevice>>,
     ) -> Self {
+        let rfc7306 = parser.config().rfc7306;
         Self {
             parser,
             untagged: RxUntagged::new(),
             seg: None,
             role: Role::Unexpected,
             target: Target::None,
-            recv: Recv::new(),
+            recv: Recv::new(rfc7306),
             failed: false,
             first_done: false,
             rtr,
@@ -186,8 +193,9 @@ impl RxState {
         self.qp.take()
     }
 
-    /// Takes the receive being filled (to flush it); returns its id.
-    pub(crate) fn take_rqe(&mut self) -> Option<u64> {
+    /// Takes the receives being filled or held (to flush them), oldest first; returns their
+    /// ids.
+    pub(crate) fn take_rqe(&mut self) -> [Option<u64>; 2] {
         self.target = Target::None;
         self.recv.take()
     }
@@ -227,6 +235,10 @@ impl RxState {
         match (self.role, seg.hdr.placement) {
             (Role::Write, WirePlacement::Tagged { stag, to }) => {
                 if len > 0 {
+                    // The QP must grant remote write too, not only the region.
+                    if !qp.remote_rights().contains(Rights::REMOTE_WRITE) {
+                        return Err(write_fault(Fault::Rights));
+                    }
                     let p = (qp.device().mem())
                         .check(path.pd(), stag, Rights::REMOTE_WRITE, to, len)
                         .map_err(write_fault)?;
@@ -247,11 +259,21 @@ impl RxState {
                 self.recv.segment(path, qp, &mut self.untagged, seg, out)?;
                 self.target = Target::Recv(mo);
             }
+            (Role::Imm, _) => {
+                self.recv
+                    .imm_segment(path, qp, &mut self.untagged, seg, out)?;
+            }
             (Role::Request, _) => {
                 // Requests take no buffer of ours: their credits are the responder's.
                 self.untagged
                     .check(seg, Some(u64::MAX))
                     .map_err(|c| RxError::Term(c, TermEcho::DdpAndRdma))?;
+            }
+            (Role::Response, _) => {
+                // Matched against the ORQ once Delivered; in MSN order on QN 3.
+                self.untagged
+                    .check(seg, Some(u64::MAX))
+                    .map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
             }
             (Role::Terminate, _) => {}
             _ => {
@@ -308,6 +330,9 @@ impl RxState {
                     // its end to do): checked and placed here, without the state the event
                     // path keeps from a segment's header to its end.
                     if !data.is_empty() {
+                        if !qp.remote_rights().contains(Rights::REMOTE_WRITE) {
+                            return Err(write_fault(Fault::Rights));
+                        }
                         let rcu = rcu::read_lock();
                         let n = data.len() as u64;
                         let p = (qp.device().mem())
@@ -315,6 +340,7 @@ impl RxState {
                             .map_err(write_fault)?;
                         p.write(0, data).map_err(|_| Fail::place())?;
                     }
+                    self.recv.wrote(seg.payload_len);
                     return Ok(());
                 }
                 (Role::Send, WirePlacement::Untagged { .. })
@@ -342,11 +368,12 @@ impl RxState {
             return Ok(());
         };
         let (hdr, payload_len) = (seg.hdr, seg.payload_len);
-        // Only requests and Terminates need their fixed header at the end.
+        // Only these need their fixed header at the end (a QN 3 response all of the segment).
         let body = match self.role {
-            Role::Request | Role::Terminate => seg.body,
+            Role::Request | Role::Terminate | Role::Imm | Role::Response => seg.body,
             _ => Body::None,
         };
+        let response = (self.role == Role::Response).then_some(*seg);
         self.seg = None;
         self.target = Target::None;
         if !self.first_done && hdr.opcode != Opcode::Terminate {
@@ -359,14 +386,21 @@ impl RxState {
                 out.kick = true;
             }
         }
-        match self.role {
-            Role::ReadResponse if hdr.last => completer::response_end(out),
-            Role::Send if hdr.last => self.recv.end(path, qp, hdr, payload_len, out)?,
-            Role::Request => {
+        match (self.role, body) {
+            (Role::Write, _) => self.recv.wrote(payload_len),
+            (Role::ReadResponse, _) if hdr.last => completer::response_end(out),
+            (Role::Send, _) if hdr.last => self.recv.end(path, qp, hdr, payload_len, out)?,
+            (Role::Imm, Body::Immediate(imm)) => self.recv.imm_end(hdr, imm, out),
+            (Role::Request, _) => {
                 responder::request(path, qp, &body)?;
                 out.kick = true;
             }
-            Role::Terminate => return Err(terminated(path, &body).into()),
+            (Role::Response, _) => {
+                if let Some(seg) = &response {
+                    completer::response(path, qp, seg, out)?;
+                }
+            }
+            (Role::Terminate, _) => return Err(terminated(path, &body).into()),
             _ => {}
         }
         Ok(())

@@ -340,7 +340,11 @@ impl TxState {
         if let Some(kind) = self.rtr.take() {
             return self.start_rtr(path, kind, mulpdu);
         }
-        if path.has_inbound() && responder::next_response(path, &mut self.out, mulpdu)? {
+        // The Immediate Data of a Send or Write with immediate data right behind it.
+        if !self.req.has_followup()
+            && path.has_inbound()
+            && responder::next_response(path, &mut self.out, mulpdu)?
+        {
             return Ok(true);
         }
         self.req.next(path, qp, &mut self.out, mulpdu)
@@ -386,7 +390,7 @@ impl TxState {
         g: &mut SocketGuard<'_>,
     ) -> Result<bool, Fatal> {
         // What `next_message` would send before the send queue.
-        if self.rtr.is_some() || path.has_inbound() {
+        if self.rtr.is_some() || path.has_inbound() || self.req.has_followup() {
             return Ok(false);
         }
         let Some(q) = self.req.quick(path, qp, &mut self.out, sock.mss_cache())? else {
