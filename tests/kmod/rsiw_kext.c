@@ -28,7 +28,10 @@
  * it with atomic64_inc(): the final value is exact.
  *
  * With off=1 it checks a device that has the extensions off instead: no
- * atomic capability, and every extension opcode refused with EINVAL.
+ * atomic capability, and every extension opcode refused with EINVAL. With
+ * peer= it only posts a FetchAdd to a server without RFC 7306 there (C siw),
+ * which must end in that peer's Terminate: an error completion, the QP in
+ * ERROR, a disconnect (ATOM-17).
  *
  * It prints "PASS name: ...", "FAIL name: ..." or "SKIP name: ..." per check
  * and "rsiw_kext: summary: N passed, N failed, N skipped"; the module init
@@ -61,6 +64,9 @@ MODULE_PARM_DESC(port, "first TCP port of the rdma_cm loopback listeners (defaul
 static bool off;
 module_param(off, bool, 0444);
 MODULE_PARM_DESC(off, "check a device with the extensions off (default: on)");
+static char *peer = "";
+module_param(peer, charp, 0444);
+MODULE_PARM_DESC(peer, "IPv4 address of a server without RFC 7306 (C siw): only the atomic to it is checked");
 static unsigned int nqp = 4;
 module_param(nqp, uint, 0444);
 MODULE_PARM_DESC(nqp, "connections of the concurrency check (default 4)");
@@ -124,8 +130,9 @@ struct kx_conn {
 	bool mapped[2];
 	struct ib_mr *mr[2];
 	wait_queue_head_t wq;
-	spinlock_t lock;		/* protects id[1] and ev */
+	spinlock_t lock;		/* protects id[1], ev and pdata */
 	unsigned long ev[2];		/* the RDMA_CM_EVENT_* seen, as bits */
+	u8 pdata[24];			/* the client's ESTABLISHED private data */
 };
 
 static int kx_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
@@ -142,6 +149,10 @@ static int kx_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 			c->id[1] = id;
 		c->ev[1] |= BIT(ev->event);
 	} else {
+		if (id == c->id[0] && ev->event == RDMA_CM_EVENT_ESTABLISHED &&
+		    ev->param.conn.private_data)
+			memcpy(c->pdata, ev->param.conn.private_data,
+			       min_t(size_t, ev->param.conn.private_data_len, sizeof(c->pdata)));
 		c->ev[id == c->id[0] ? 0 : 1] |= BIT(ev->event);
 	}
 	spin_unlock_irqrestore(&c->lock, flags);
@@ -875,6 +886,96 @@ out:
 	kfree(w);
 }
 
+/* --- a peer without RFC 7306 --------------------------------------------- */
+
+/*
+ * ATOM-17: an atomic to a peer that has no RFC 7306 (C siw) gets its
+ * Terminate: the work request completes with an error status, the QP goes
+ * to ERROR, nothing hangs. The server's accept carries its buffer's address
+ * and rkey (tests/vm/py/ext_siw.py).
+ */
+static noinline_for_stack void kx_peer(struct kx *t)
+{
+	const char *name = "atom_17_peer_without_atomics";
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1 };
+	struct kx_conn c = {};
+	struct ib_qp_init_attr qa = {};
+	struct ib_atomic_wr aw = {};
+	const struct ib_send_wr *bad;
+	struct ib_sge sge;
+	struct ib_wc wc;
+	u64 raddr;
+	u32 rkey;
+	int i, ret, st = -1;
+
+	init_waitqueue_head(&c.wq);
+	spin_lock_init(&c.lock);
+	if (!in4_pton(peer, -1, (u8 *)&sin.sin_addr.s_addr, -1, NULL)) {
+		kx_fail(t, name, "peer=%s is not an IPv4 address", peer);
+		return;
+	}
+	c.local[0] = (void *)get_zeroed_page(GFP_KERNEL);
+	c.cq[0] = ib_alloc_cq(t->ibdev, NULL, 16, 0, IB_POLL_DIRECT);
+	c.id[0] = rdma_create_id(&init_net, kx_cm_handler, &c, RDMA_PS_TCP, IB_QPT_RC);
+	if (!c.local[0] || IS_ERR(c.cq[0]) || IS_ERR(c.id[0])) {
+		if (IS_ERR(c.id[0]))
+			c.id[0] = NULL;
+		kx_fail(t, name, "setup failed");
+		goto out;
+	}
+	qa.qp_type = IB_QPT_RC;
+	qa.sq_sig_type = IB_SIGNAL_REQ_WR;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 8;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.send_cq = qa.recv_cq = c.cq[0];
+	ret = rdma_resolve_addr(c.id[0], NULL, (struct sockaddr *)&sin, 5000) ?:
+	      kx_cm_wait(&c, 0, RDMA_CM_EVENT_ADDR_RESOLVED) ?:
+	      rdma_resolve_route(c.id[0], 5000) ?:
+	      kx_cm_wait(&c, 0, RDMA_CM_EVENT_ROUTE_RESOLVED) ?:
+	      rdma_create_qp(c.id[0], t->pd, &qa) ?: rdma_connect(c.id[0], &cp) ?:
+	      kx_cm_wait(&c, 0, RDMA_CM_EVENT_ESTABLISHED);
+	if (ret) {
+		kx_fail(t, name, "connect to %pI4:%u: %d (events %#lx)", &sin.sin_addr, port, ret,
+			READ_ONCE(c.ev[0]));
+		goto out;
+	}
+	memcpy(&raddr, c.pdata, 8);
+	memcpy(&rkey, c.pdata + 8, 4);
+	kx_sge(t, &c, 0, &sge, 0, 8);
+	aw.wr.wr_id = 17;
+	aw.wr.opcode = IB_WR_ATOMIC_FETCH_AND_ADD;
+	aw.wr.send_flags = IB_SEND_SIGNALED;
+	aw.wr.sg_list = &sge;
+	aw.wr.num_sge = 1;
+	aw.remote_addr = raddr;
+	aw.rkey = rkey;
+	aw.compare_add = 0;
+	ret = ib_post_send(c.id[0]->qp, &aw.wr, &bad) ?: kx_poll(c.cq[0], &wc);
+	if (ret) {
+		kx_fail(t, name, "post or poll: %d", ret);
+		goto out;
+	}
+	for (i = 0; i < 100; i++) {
+		st = kx_qp_state(c.id[0]->qp);
+		if (st == IB_QPS_ERR)
+			break;
+		msleep(50);
+	}
+	if (wc.wr_id != 17 || wc.status == IB_WC_SUCCESS || wc.status == IB_WC_WR_FLUSH_ERR)
+		kx_fail(t, name, "wc wr_id %llu status %d, want the peer's error", wc.wr_id,
+			wc.status);
+	else if (st != IB_QPS_ERR)
+		kx_fail(t, name, "QP state %d, want ERROR", st);
+	else if (kx_cm_wait(&c, 0, RDMA_CM_EVENT_DISCONNECTED))
+		kx_fail(t, name, "no DISCONNECTED (events %#lx)", READ_ONCE(c.ev[0]));
+	else
+		kx_pass(t, name, "the FetchAdd completed with status %d (%s), QP in ERROR",
+			wc.status, ib_wc_status_msg(wc.status));
+out:
+	kx_teardown(t->ibdev, &c);
+}
+
 /* --- the extensions off --------------------------------------------------- */
 
 static noinline_for_stack void kx_off(struct kx *t)
@@ -950,6 +1051,10 @@ static void run(struct kx *t)
 		kx_off(t);
 		return;
 	}
+	if (*peer) {
+		kx_peer(t);
+		return;
+	}
 	if (t->ibdev->attrs.atomic_cap != IB_ATOMIC_GLOB ||
 	    t->ibdev->attrs.masked_atomic_cap != IB_ATOMIC_GLOB)
 		kx_fail(t, "ext_attrs", "atomic_cap %d masked %d, want IB_ATOMIC_GLOB",
@@ -975,8 +1080,8 @@ static int __init kx_init(void)
 	ktime_t t0 = ktime_get();
 	int ret;
 
-	if (!*addr) {
-		pr_info("FAIL setup: addr= is required\n");
+	if (!*addr && !*peer) {
+		pr_info("FAIL setup: addr= or peer= is required\n");
 		return -EINVAL;
 	}
 	ret = ib_register_client(&kx_client);
