@@ -23,6 +23,9 @@
  * Then the errors a requester sees (each on a connection of its own): an
  * atomic to a misaligned address and to a region without remote atomic
  * access complete in error, the word is unchanged, both QPs go to ERROR.
+ * With bench=N it then measures the mean of N round trips of an 8-byte
+ * Read, a FetchAdd, a masked FetchAdd, and an 8-byte Write ping-pong without
+ * and with immediate data (ib_write_lat's exchange), and prints the ratios.
  * Last, ATOM-15: nqp connections, each with "threads" threads posting
  * FetchAdd +1 "iters" times to one word, while cpu_threads threads add to
  * it with atomic64_inc(): the final value is exact.
@@ -76,6 +79,9 @@ MODULE_PARM_DESC(threads, "FetchAdd threads per connection (default 2)");
 static unsigned int iters = 250;
 module_param(iters, uint, 0444);
 MODULE_PARM_DESC(iters, "FetchAdds per thread (default 250)");
+static unsigned int bench;
+module_param(bench, uint, 0444);
+MODULE_PARM_DESC(bench, "round trips per latency measurement (default 0: none)");
 static unsigned int cpu_threads = 2;
 module_param(cpu_threads, uint, 0444);
 MODULE_PARM_DESC(cpu_threads, "threads adding to the word with CPU atomics (default 2)");
@@ -689,6 +695,141 @@ static noinline_for_stack void kx_ops(struct kx *t, struct kx_conn *c, int side)
 	kx_imm_order(t, c, side);
 }
 
+/* --- latencies ------------------------------------------------------------ */
+
+/* Posts @wr on @side and polls its completion; returns 0 or an error. */
+static int kx_post_poll(struct kx_conn *c, int side, struct ib_send_wr *wr)
+{
+	const struct ib_send_wr *bad;
+	struct ib_wc wc;
+	int ret;
+
+	ret = ib_post_send(kx_qp(c, side), wr, &bad);
+	while (!ret) {
+		ret = ib_poll_cq(c->cq[side], 1, &wc);
+		if (ret == 1)
+			return wc.status == IB_WC_SUCCESS ? 0 : -EIO;
+		cpu_relax();
+	}
+	return ret;
+}
+
+/*
+ * One round trip of @kind: 0 an 8-byte RDMA Read, 1 a FetchAdd, 2 a masked
+ * FetchAdd (the requester's completion); 3 an 8-byte RDMA Write each way,
+ * each side spinning on the byte it receives (ib_write_lat's ping-pong); 4
+ * the same with immediate data, each side waiting for its receive.
+ */
+static int kx_round_trip(struct kx *t, struct kx_conn *c, int kind, u32 seq)
+{
+	struct ib_sge sge[2];
+	struct ib_rdma_wr w[2] = {};
+	struct ib_atomic_wr a = {};
+	struct ib_wc wc;
+	int s, ret;
+
+	kx_sge(t, c, 0, &sge[0], 0, 8);
+	if (kind < 3) {
+		a.wr.opcode = kind ? (kind == 1 ? IB_WR_ATOMIC_FETCH_AND_ADD :
+				      IB_WR_MASKED_ATOMIC_FETCH_AND_ADD) : IB_WR_RDMA_READ;
+		a.wr.send_flags = IB_SEND_SIGNALED;
+		a.wr.sg_list = &sge[0];
+		a.wr.num_sge = 1;
+		a.remote_addr = c->mr[1]->iova;
+		a.rkey = c->mr[1]->rkey;
+		a.compare_add = 1;
+		if (!kind) {
+			/* The Read's parameters in its ib_rdma_wr. */
+			w[0].wr = a.wr;
+			w[0].remote_addr = c->mr[1]->iova;
+			w[0].rkey = c->mr[1]->rkey;
+			return kx_post_poll(c, 0, &w[0].wr);
+		}
+		return kx_post_poll(c, 0, &a.wr);
+	}
+	for (s = 0; s < 2; s++) {
+		u32 *mine = c->local[s] + 256;
+		volatile u32 *theirs = c->page[!s] + 256;
+
+		*mine = seq;
+		kx_sge(t, c, s, &sge[s], 256, 4);
+		w[s].wr.opcode = kind == 4 ? IB_WR_RDMA_WRITE_WITH_IMM : IB_WR_RDMA_WRITE;
+		w[s].wr.send_flags = IB_SEND_SIGNALED;
+		w[s].wr.sg_list = &sge[s];
+		w[s].wr.num_sge = 1;
+		w[s].wr.ex.imm_data = cpu_to_be32(seq);
+		w[s].remote_addr = c->mr[!s]->iova + 256;
+		w[s].rkey = c->mr[!s]->rkey;
+		if (kind == 4) {
+			ret = kx_recv(t, c, !s, seq, 0, 0);
+			if (ret)
+				return ret;
+		}
+		ret = kx_post_poll(c, s, &w[s].wr);
+		if (ret)
+			return ret;
+		if (kind == 4) {
+			while ((ret = ib_poll_cq(c->cq[!s], 1, &wc)) == 0)
+				cpu_relax();
+			if (ret < 0 || wc.status != IB_WC_SUCCESS)
+				return -EIO;
+		} else {
+			while (*theirs != seq)
+				cpu_relax();
+		}
+	}
+	return 0;
+}
+
+/* @a / @b with two decimals, as "x.yy" (0.00 if @b is 0). */
+static void kx_ratio(char *buf, size_t len, u64 a, u64 b)
+{
+	if (!b) {
+		snprintf(buf, len, "0.00");
+		return;
+	}
+	snprintf(buf, len, "%llu.%02llu", div64_u64(a, b), div64_u64(a * 100, b) % 100);
+}
+
+/*
+ * Mean round trip of each kind over @bench iterations (ns). The mean over the
+ * whole run, not a median of single round trips: a guest's clock may tick
+ * more coarsely than one round trip.
+ */
+static noinline_for_stack void kx_bench(struct kx *t, struct kx_conn *c)
+{
+	static const char *const names[] = {
+		"bench_read_8", "bench_fetch_add", "bench_masked_fetch_add",
+		"bench_write_8_ping_pong", "bench_write_imm_8_ping_pong",
+	};
+	u64 mean[ARRAY_SIZE(names)];
+	char r[3][24];
+	unsigned int k, i;
+
+	for (k = 0; k < ARRAY_SIZE(names); k++) {
+		ktime_t t0 = ktime_get();
+
+		for (i = 0; i < bench; i++) {
+			int ret = kx_round_trip(t, c, k, 0x10000 * (k + 1) + i + 1);
+
+			if (ret) {
+				kx_fail(t, names[k], "round trip %u: %d", i, ret);
+				return;
+			}
+			if (!(i % 64))
+				cond_resched();
+		}
+		mean[k] = div_u64(ktime_to_ns(ktime_sub(ktime_get(), t0)), bench);
+		kx_pass(t, names[k], "mean %llu ns over %u round trips", mean[k], bench);
+	}
+	/* The goal: an atomic round trip within 1.1 times an 8-byte Read's. */
+	kx_ratio(r[0], sizeof(r[0]), mean[1], mean[0]);
+	kx_ratio(r[1], sizeof(r[1]), mean[2], mean[1]);
+	kx_ratio(r[2], sizeof(r[2]), mean[4], mean[3]);
+	pr_info("bench: fetch_add/read_8 %s, masked/plain %s, write_imm/write %s\n",
+		r[0], r[1], r[2]);
+}
+
 /* --- errors the requester sees -------------------------------------------- */
 
 static int kx_qp_state(struct ib_qp *qp)
@@ -1065,6 +1206,8 @@ static void run(struct kx *t)
 		kx_pass(t, "connect", "a pair over rdma_cm, each side's page registered");
 		for (side = 0; side < 2; side++)
 			kx_ops(t, &c, side);
+		if (bench)
+			kx_bench(t, &c);
 	}
 	kx_teardown(t->ibdev, &c);
 	kx_refused(t, "atom_11_misaligned", port + 1, 4, KX_ACCESS_ALL, 0);
