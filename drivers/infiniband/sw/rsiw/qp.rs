@@ -498,12 +498,18 @@ impl RsiwQp {
 
     /// The remote rights the QP grants (its `IB_ACCESS_*` flags: remote write, read and
     /// atomic), which every inbound request must have besides the region's.
+    ///
+    /// Flags that grant no remote right at all count as remote write and read, the rights a
+    /// QP has before its flags are set, as `siw` reports: an rdma_cm user's QP on the active
+    /// side keeps the flags 0 that librdmacm gives it when it creates the QP (it applies
+    /// iw_cm's flags only on the passive side; the kernel's rdma_cm applies them on both), and
+    /// must still take Reads and Writes. Remote atomic access is never implied.
     pub(crate) fn remote_rights(&self) -> Rights {
-        let a = match self.access.load(Relaxed) {
-            ACCESS_UNSET => DEFAULT_ACCESS,
-            a => a,
-        };
-        Rights(a & (Rights::REMOTE_WRITE.0 | Rights::REMOTE_READ.0 | Rights::REMOTE_ATOMIC.0))
+        let remote = Rights::REMOTE_WRITE.0 | Rights::REMOTE_READ.0 | Rights::REMOTE_ATOMIC.0;
+        match self.access.load(Relaxed) & remote {
+            0 => Rights(DEFAULT_ACCESS & remote),
+            a => Rights(a),
+        }
     }
 
     /// Returns the current state.
