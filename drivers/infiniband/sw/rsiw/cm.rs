@@ -1236,8 +1236,25 @@ fn raw_pd(reader: &FrameReader) -> Result<KVec<u8>> {
 /// Returns the local and remote address of `sock`, if connected.
 fn addrs(sock: Option<&TcpSocket>) -> (Option<SocketAddr>, Option<SocketAddr>) {
     match sock {
-        Some(s) => (s.local_addr().ok(), s.peer_addr().ok()),
+        Some(s) => (
+            s.local_addr().ok().map(unmapped),
+            s.peer_addr().ok().map(unmapped),
+        ),
         None => (None, None),
+    }
+}
+
+/// `addr` as iw_cm users expect it: an IPv4 connection accepted on a dual-stack IPv6 listener
+/// (an rdma_cm wildcard listener on `[::]`, as RTRS opens) has IPv4-mapped IPv6 socket
+/// addresses, which rdma_cm would look up as IPv6 addresses of the net device and refuse;
+/// they are reported as the IPv4 addresses they are, as hardware iWARP devices report them.
+fn unmapped(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V6(a) => match a.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(v4.into(), a.port()),
+            None => addr,
+        },
+        v4 => v4,
     }
 }
 
