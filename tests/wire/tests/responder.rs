@@ -182,6 +182,7 @@ fn expected_response(r: &Request) -> Opcode {
         Request::Flush => Opcode::FlushResponse,
         Request::Verify => Opcode::VerifyResponse,
         Request::AtomicWrite => Opcode::AtomicWriteResponse,
+        Request::Local => unreachable!("a Local expects no response"),
     }
 }
 
@@ -280,6 +281,203 @@ proptest! {
             Err(TermCode::new(0, 2, 6))
         );
     }
+}
+
+/// One step of the T-01 model: the requester posts a work request (a
+/// request when `Some(kind)`, else one that expects no response), the
+/// transport takes the oldest message, TX finishes the oldest message the
+/// transport took (completes it, or marks its Local done: TX does so after
+/// handing a batch to TCP, so a response can come first), or the peer
+/// answers the oldest request it received.
+#[derive(Clone, Copy, Debug)]
+enum SqStep {
+    Post(Option<u8>),
+    Sent,
+    Finish,
+    Answer,
+}
+
+fn sq_step() -> impl Strategy<Value = SqStep> {
+    prop_oneof![
+        (prop::option::of(request())).prop_map(SqStep::Post),
+        Just(SqStep::Sent),
+        Just(SqStep::Finish),
+        Just(SqStep::Answer),
+    ]
+}
+
+/// A message of the T-01 model not yet with the transport.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Msg {
+    /// Completes when sent (nothing was in the ORQ when it was posted).
+    Direct(u32),
+    /// In the ORQ as a Local.
+    Local,
+    /// A request in the ORQ.
+    Req(Request),
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2048, .. ProptestConfig::default() })]
+
+    /// T-01: the send queue completes in post order, whatever the order in
+    /// which messages reach the transport and responses arrive, as rsiw's
+    /// requester uses the ORQ: a work request that expects no response
+    /// completes when its message is with the transport if the ORQ was
+    /// empty when it was posted, else it joins the ORQ as a Local (no ORD
+    /// credit, matches no response) and completes after everything before
+    /// it. Before a request is issued, the messages not yet finished that
+    /// would complete on their own join the ORQ as Locals first (its
+    /// response may come before TX finishes them). Every work request
+    /// completes exactly once; the fence (T-03) sees requests only.
+    #[test]
+    fn t_01_prop_send_queue_completes_in_post_order(
+        steps in prop::collection::vec(sq_step(), 1..120),
+        ord in 1u16..6,
+    ) {
+        let mut q: OrdQueue<8, u32> = OrdQueue::new(ord);
+        let mut completed: Vec<u32> = Vec::new();
+        let mut unsent: VecDeque<Msg> = VecDeque::new();
+        // Messages with the transport that TX did not finish yet.
+        let mut unfinished: VecDeque<Msg> = VecDeque::new();
+        // Requests the peer received and has not answered.
+        let mut received: VecDeque<Request> = VecDeque::new();
+        let mut posted = 0u32;
+        let mut msn3 = 1u32;
+        let mut run = |steps: &mut dyn Iterator<Item = SqStep>| -> Result<(), TestCaseError> {
+            for s in steps {
+                match s {
+                    SqStep::Post(None) => {
+                        if q.is_empty() {
+                            unsent.push_back(Msg::Direct(posted));
+                        } else if q.room() > 0 {
+                            prop_assert_eq!(q.issue_with(Request::Local, posted), Ok(()));
+                            unsent.push_back(Msg::Local);
+                        } else {
+                            // The work request waits for room; the model drops it.
+                            continue;
+                        }
+                        posted += 1;
+                    }
+                    SqStep::Post(Some(kind)) => {
+                        let r = make(kind, posted);
+                        let direct = (unfinished.iter().chain(unsent.iter()))
+                            .filter(|m| matches!(m, Msg::Direct(_)))
+                            .count();
+                        if q.room() <= direct || (q.inflight() >= ord) {
+                            continue;
+                        }
+                        for m in unfinished.iter_mut().chain(unsent.iter_mut()) {
+                            if let Msg::Direct(id) = *m {
+                                prop_assert_eq!(q.issue_with(Request::Local, id), Ok(()));
+                                *m = Msg::Local;
+                            }
+                        }
+                        prop_assert_eq!(q.issue_with(r, posted), Ok(()));
+                        unsent.push_back(Msg::Req(r));
+                        posted += 1;
+                    }
+                    SqStep::Sent => {
+                        if let Some(m) = unsent.pop_front() {
+                            if let Msg::Req(r) = m {
+                                received.push_back(r);
+                            }
+                            unfinished.push_back(m);
+                        }
+                    }
+                    SqStep::Finish => match unfinished.pop_front() {
+                        Some(Msg::Direct(id)) => completed.push(id),
+                        Some(Msg::Local) => {
+                            let marked = q.local_done(|_| ());
+                            prop_assert!(marked);
+                        }
+                        Some(Msg::Req(_)) | None => {}
+                    },
+                    SqStep::Answer => {
+                        let Some(r) = received.pop_front() else {
+                            if q.inflight() == 0 {
+                                // Only Locals (or nothing) outstanding: no response is valid.
+                                prop_assert_eq!(
+                                    q.on_response(&response(Opcode::FlushResponse, msn3, 0)),
+                                    Err(TermCode::new(0, 2, 6))
+                                );
+                                prop_assert!(q.on_read_response(0, 0, 1, true).is_err());
+                            }
+                            continue;
+                        };
+                        match r {
+                            Request::Read { sink_stag, .. } => {
+                                prop_assert_eq!(q.on_read_response(sink_stag, 0, 1, true), Ok(true));
+                            }
+                            Request::Atomic { req_id } => {
+                                let a = response(Opcode::AtomicResponse, msn3, req_id);
+                                prop_assert_eq!(q.on_response(&a), Ok(true));
+                                msn3 += 1;
+                            }
+                            _ => {
+                                let a = response(expected_response(&r), msn3, 0);
+                                prop_assert_eq!(q.on_response(&a), Ok(true));
+                                msn3 += 1;
+                            }
+                        }
+                    }
+                }
+                prop_assert!(q.inflight() <= ord);
+                let mut c = q;
+                let mut reqs = false;
+                while let Some(a) = c.pop_front() {
+                    reqs |= a.req != Request::Local;
+                }
+                prop_assert_eq!(q.has_requests(), reqs);
+                while let Some(a) = q.pop_completed_with() {
+                    completed.push(a.local);
+                }
+            }
+            Ok(())
+        };
+        run(&mut steps.into_iter())?;
+        // Everything is sent and answered.
+        let rest = core::iter::repeat_n([SqStep::Sent, SqStep::Finish, SqStep::Answer], 130)
+            .flatten();
+        run(&mut rest.into_iter())?;
+        prop_assert_eq!(completed, (0..posted).collect::<Vec<_>>());
+        prop_assert!(q.is_empty());
+    }
+}
+
+/// T-01: a Local takes no ORD credit, is skipped by response matching, and
+/// holds back no request before it; with a ring full of Locals nothing more
+/// can be issued (the requester waits for the ring).
+#[test]
+fn t_01_local_takes_no_credit() {
+    let mut q: OrdQueue<3, u8> = OrdQueue::new(1);
+    q.issue_with(Request::Atomic { req_id: 5 }, 1).unwrap();
+    assert_eq!(q.issue_with(Request::Flush, 9), Err(OrdBusy::NoCredit));
+    q.issue_with(Request::Local, 2).unwrap();
+    assert_eq!(q.inflight(), 1);
+    assert!(q.has_requests());
+    // Marking the Local done does not complete it before the Atomic.
+    assert!(q.local_done(|l| *l += 10));
+    assert_eq!(q.pop_completed_with(), None);
+    let a = q
+        .on_response_with(&response(Opcode::AtomicResponse, 1, 5))
+        .unwrap();
+    assert_eq!(a.local, 1);
+    assert_eq!(q.pop_completed_with().map(|a| a.local), Some(1));
+    assert!(!q.has_requests());
+    assert_eq!(
+        q.pop_completed_with().map(|a| (a.req, a.local)),
+        Some((Request::Local, 12))
+    );
+    assert!(!q.local_done(|_| ()));
+    // A ring of Locals not done: full, and a pop does not give back credit.
+    for i in 0..3 {
+        q.issue_with(Request::Local, i).unwrap();
+    }
+    assert_eq!(q.room(), 0);
+    assert_eq!(q.issue_with(Request::Local, 4), Err(OrdBusy::RingFull));
+    assert_eq!(q.pop_front().map(|a| a.done), Some(false));
+    assert_eq!(q.inflight(), 0);
 }
 
 /// ATOM-13: an Atomic Response with nothing outstanding, or with a Request

@@ -125,42 +125,55 @@ pub(crate) fn response(
     Ok(())
 }
 
-/// Completes the requests whose responses arrived, in send queue order: a Read with Local
-/// Invalidate invalidates its sink first. Returns whether TX waited for one (and must be
-/// kicked). Any context, no data path lock held.
+/// Completes the requests whose responses arrived, and the work requests behind them that
+/// expect none and are done, in send queue order: a Read with Local Invalidate invalidates
+/// its sink first. One caller at a time completes (another one finishing entries meanwhile
+/// has it go round again), so that completions are written in order. Returns whether TX
+/// waited for one (and must be kicked). Any context, no data path lock held.
 pub(crate) fn deliver(path: &Path, qp: &Qp<RsiwDevice>) -> bool {
     let mut kick = false;
-    while let Some(a) = path.pop_completed(&mut kick) {
-        let w = a.local;
-        let mut st = status::SUCCESS;
-        if w.opcode == op::READ_LOCAL_INV
-            && qp
-                .device()
-                .mem()
-                .invalidate(path.pd(), w.sink.lkey, false)
-                .is_err()
-        {
-            st = status::LOC_QP_OP_ERR;
+    if !path.begin_deliver() {
+        return false;
+    }
+    loop {
+        while let Some(a) = path.pop_completed(&mut kick) {
+            let w = a.local;
+            let mut st = w.status;
+            if w.opcode == op::READ_LOCAL_INV
+                && a.req != Request::Local
+                && qp
+                    .device()
+                    .mem()
+                    .invalidate(path.pd(), w.sink.lkey, false)
+                    .is_err()
+            {
+                st = status::LOC_QP_OP_ERR;
+            }
+            if let Some(c) = w.completion(st) {
+                RsiwQp::complete_sq(qp, c);
+            }
         }
-        if let Some(c) = w.completion(st) {
-            RsiwQp::complete_sq(qp, c);
+        if !path.end_deliver() {
+            return kick;
         }
     }
-    kick
 }
 
 /// Completes every outstanding request with `IB_WC_WR_FLUSH_ERR` (the connection is going
 /// down), except that the oldest one still waiting for its response gets the status of the
-/// peer's Terminate, if the peer terminated (the Terminate refers to it).
+/// peer's Terminate, if the peer terminated (the Terminate refers to it), and a work request
+/// that failed locally its error.
 pub(crate) fn flush(path: &Path, qp: &Qp<RsiwDevice>) {
     let mut peer = path.take_peer_term();
     // One at a time: a completion may call the consumer, which must not find a lock held.
     while let Some(a) = path.pop_orq() {
+        let local = a.req == Request::Local;
         let st = match peer {
-            Some(st) if !a.done => st,
+            Some(st) if !a.done && !local => st,
+            _ if local && a.done && a.local.status != status::SUCCESS => a.local.status,
             _ => status::WR_FLUSH_ERR,
         };
-        if !a.done {
+        if !a.done && !local {
             peer = None;
         }
         if let Some(c) = a.local.completion(st) {

@@ -51,15 +51,32 @@ pub(crate) enum Done {
     },
     /// A response went out: release its IRD credit.
     Response,
+    /// The work request it carries is in the ORQ, posted behind requests that expect a
+    /// response: it is done ([`crate::path::Path::local_done`]) and completes after them
+    /// (T-01).
+    InOrder,
 }
 
 impl Done {
-    /// The send queue element a fatal error while sending the message completes, and how.
+    /// The send queue element a fatal error while sending the message completes, and how
+    /// (one in the ORQ completes from there).
     pub(crate) fn failed(&self, status: u16) -> Option<SqCompletion> {
         match *self {
             Done::Sq { wr, .. } => Some(wr.failed(status)),
             _ => None,
         }
+    }
+
+    /// Whether the message's end completes a work request by itself (success is reported
+    /// only when it was signalled).
+    pub(crate) fn completes(&self) -> bool {
+        matches!(
+            self,
+            Done::Sq {
+                signalled: true,
+                ..
+            }
+        )
     }
 }
 
@@ -175,6 +192,13 @@ impl Outgoing {
     /// The message being sent and its payload source.
     pub(crate) fn current(&mut self) -> Option<(&mut TxMsg, &Src)> {
         self.cur.as_mut().map(|m| (m, &self.src))
+    }
+
+    /// Changes what the end of the message being sent does.
+    pub(crate) fn set_done(&mut self, done: Done) {
+        if let Some(m) = self.cur.as_mut() {
+            m.done = done;
+        }
     }
 
     /// Ends the current message: drops its payload source (and the references to memory its

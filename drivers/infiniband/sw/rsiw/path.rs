@@ -18,6 +18,7 @@
 use crate::{
     crc::KernelCrc32c,
     limits,
+    msg::Done,
     stag::PdId,
     wire::{
         rx::Segment,
@@ -51,15 +52,20 @@ use kernel::{
             Acquire,
             AtomicFlag,
             Full,
+            Relaxed,
             Release, //
         },
         SpinLockIrq,
     },
 };
 
-/// Capacity of the ORQ: the ORD actually used is at most this (using fewer credits than the
-/// peer's IRD allows is always correct).
+/// The most requests outstanding: the ORD actually used is at most this (using fewer credits
+/// than the peer's IRD allows is always correct).
 pub(crate) const ORQ_SIZE: usize = 64;
+
+/// Entries of the ORQ: the requests, and the work requests posted behind them that wait to
+/// complete in order (a batch of them, and a few more, see [`Path::issue`]).
+const ORQ_RING: usize = ORQ_SIZE + 64;
 
 /// Why the connection fails.
 #[derive(Clone, Copy, Debug)]
@@ -170,15 +176,36 @@ pub(crate) struct OrqWr {
     pub(crate) len: u32,
     /// The local sink of a Read.
     pub(crate) sink: Sge,
+    /// The status of a work request that expects no response ([`Request::Local`]) once it is
+    /// done: it failed locally if not `SUCCESS`.
+    pub(crate) status: u16,
 }
 
 impl OrqWr {
+    /// The local side of a signalled work request that expects no response, completing with
+    /// `wr` in send queue order.
+    pub(crate) fn local(wr: SqCompletion) -> Self {
+        Self {
+            id: Some(wr.id),
+            opcode: wr.opcode,
+            signalled: true,
+            len: wr.bytes,
+            sink: Sge::default(),
+            status: wr.status,
+        }
+    }
+
     /// The completion of the work request with `status`, if it has one to report: an error,
     /// or success when signalled.
     pub(crate) fn completion(&self, status: u16) -> Option<SqCompletion> {
         let id = self.id?;
         let report = self.signalled || status != crate::wqe::status::SUCCESS;
-        report.then_some(SqCompletion::new(id, self.opcode, status, self.len))
+        let len = if status == crate::wqe::status::SUCCESS {
+            self.len
+        } else {
+            0
+        };
+        report.then_some(SqCompletion::new(id, self.opcode, status, len))
     }
 }
 
@@ -218,8 +245,9 @@ pub(crate) enum InRequest {
     },
 }
 
-/// The ORQ: outstanding requests in issue order, with their local sides.
-type Orq = OrdQueue<ORQ_SIZE, OrqWr>;
+/// The ORQ: outstanding requests in issue order, with their local sides, and the work
+/// requests posted behind them.
+type Orq = OrdQueue<ORQ_RING, OrqWr>;
 
 /// The responder's queue of inbound requests, sized by the IRD.
 struct InboundRing(KVec<Option<InRequest>>);
@@ -253,6 +281,19 @@ struct Shared {
     /// TX holds a send queue element back until a response arrives (no ORD credit, or a
     /// fence): a completed request must kick TX. Otherwise RX does not wake TX for it.
     tx_waits: bool,
+    /// Someone completes the ORQ's finished entries ([`Path::begin_deliver`]): what it took
+    /// off the ORQ may not be completed yet.
+    delivering: bool,
+    /// Entries finished while someone was delivering: it goes round again.
+    redeliver: bool,
+}
+
+impl Shared {
+    /// Whether a work request may complete at once, without waiting for others: nothing is
+    /// in the ORQ or being completed from it.
+    fn orq_idle(&self) -> bool {
+        self.orq.is_empty() && !self.delivering
+    }
 }
 
 /// Issuing a request to the ORQ.
@@ -279,6 +320,10 @@ pub(crate) struct Path {
     /// Whether inbound requests wait to be answered, changed only under `shared`: TX takes
     /// the lock for a response only if there is one. RX kicks TX after queueing one.
     inbound_hint: AtomicFlag,
+    /// Whether the ORQ is in use (not [`Shared::orq_idle`]), changed only under `shared`.
+    /// Only TX adds entries, so TX reading false knows a work request it completes now
+    /// completes after every one before it.
+    orq_hint: AtomicFlag,
     /// RX saw the first FPDU (responder); the work item tells the connection manager.
     rtr_seen: AtomicFlag,
     #[pin]
@@ -314,6 +359,8 @@ impl Path {
             term: None,
             peer_term: None,
             tx_waits: false,
+            delivering: false,
+            redeliver: false,
         };
         Ok(try_pin_init!(Path {
             pd: p.pd,
@@ -324,6 +371,7 @@ impl Path {
             responder: p.responder,
             fatal_hint: AtomicFlag::new(false),
             inbound_hint: AtomicFlag::new(false),
+            orq_hint: AtomicFlag::new(false),
             rtr_seen: AtomicFlag::new(false),
             shared <- new_spinlock_irq!(shared, "rsiw_path_shared"),
         }))
@@ -404,11 +452,31 @@ impl Path {
 
     // The requester's ORQ.
 
-    /// Records an outstanding request before it is sent. Fails without an ORD credit (TX
-    /// then waits for a response, which kicks it).
-    pub(crate) fn issue(&self, req: Request, wr: OrqWr) -> Issue {
+    /// Records an outstanding request before it is sent. Fails without an ORD credit or
+    /// room in the ORQ (TX then waits for a response, which kicks it).
+    ///
+    /// `earlier` are the messages TX sent before it and has not finished: those that would
+    /// complete by themselves when finished join the ORQ first ([`Done::InOrder`]), since the
+    /// request's response may arrive (and complete it) before TX finishes them (T-01).
+    pub(crate) fn issue(&self, req: Request, wr: OrqWr, earlier: &mut [(usize, Done)]) -> Issue {
         let mut sh = self.shared.lock();
-        match sh.orq.issue_with(req, wr) {
+        let direct = earlier.iter().filter(|(_, d)| d.completes()).count();
+        if sh.orq.room() <= direct {
+            sh.tx_waits = true;
+            return Issue::Wait;
+        }
+        for (_, d) in earlier.iter_mut() {
+            if let Done::Sq { wr, .. } = *d {
+                if d.completes() && sh.orq.issue_with(Request::Local, OrqWr::local(wr)).is_ok() {
+                    *d = Done::InOrder;
+                }
+            }
+        }
+        let r = sh.orq.issue_with(req, wr);
+        if !sh.orq.is_empty() {
+            self.orq_hint.store(true, Relaxed);
+        }
+        match r {
             Ok(()) => Issue::Issued,
             Err(OrdBusy::NoCredit | OrdBusy::RingFull) => {
                 sh.tx_waits = true;
@@ -417,11 +485,55 @@ impl Path {
         }
     }
 
+    /// Whether the ORQ is idle: a work request TX completes now completes after every one
+    /// before it. Without a lock.
+    pub(crate) fn orq_idle(&self) -> bool {
+        !self.orq_hint.load(Acquire)
+    }
+
+    /// Whether a work request that expects no response can be posted now: the ORQ is idle,
+    /// or has room for it ([`Path::defer`]). If not, TX waits (a completion kicks it).
+    pub(crate) fn local_room(&self) -> bool {
+        let mut sh = self.shared.lock();
+        if sh.orq_idle() || sh.orq.room() > 0 {
+            return true;
+        }
+        sh.tx_waits = true;
+        false
+    }
+
+    /// A signalled work request that expects no response, posted now, completes with `wr`:
+    /// after the entries in the ORQ, if there are any (returns true: [`Path::local_done`] once
+    /// it is done, or already `done`). Returns false if it may complete at once (or there is
+    /// no room, which [`Path::local_room`] rules out).
+    pub(crate) fn defer(&self, wr: SqCompletion, done: bool) -> bool {
+        let mut sh = self.shared.lock();
+        if sh.orq_idle() {
+            return false;
+        }
+        let r = if done {
+            sh.orq.issue_local_done(OrqWr::local(wr))
+        } else {
+            sh.orq.issue_with(Request::Local, OrqWr::local(wr))
+        };
+        self.orq_hint.store(true, Relaxed);
+        r.is_ok()
+    }
+
+    /// The oldest work request in the ORQ that expects no response is done, with `status`
+    /// (messages finish in send queue order). Returns whether it can complete now (it is the
+    /// oldest entry), for the caller to deliver.
+    pub(crate) fn local_done(&self, status: u16) -> bool {
+        let mut sh = self.shared.lock();
+        sh.orq.local_done(|w| w.status = status);
+        sh.orq.head_done()
+    }
+
     /// The fence condition (T-03): whether requests are outstanding. If so, TX waits, and
     /// the completion of the last one kicks it.
     pub(crate) fn fenced(&self) -> bool {
         let mut sh = self.shared.lock();
-        if sh.orq.is_empty() {
+        if !sh.orq.has_requests() {
             return false;
         }
         // Under the lock the completer completes requests with: it sees the flag.
@@ -445,8 +557,22 @@ impl Path {
         self.shared.lock().orq.on_response_with(seg)
     }
 
-    /// Takes the oldest request if its response arrived (completions go in issue order);
-    /// sets `kick` if TX waited for a response.
+    /// Becomes the one that completes the ORQ's finished entries (completions go in send
+    /// queue order, so one at a time), unless someone is: then it goes round again for them
+    /// ([`Path::end_deliver`]) and this returns false.
+    pub(crate) fn begin_deliver(&self) -> bool {
+        let mut sh = self.shared.lock();
+        if sh.delivering {
+            sh.redeliver = true;
+            return false;
+        }
+        sh.delivering = true;
+        true
+    }
+
+    /// Takes the oldest entry if it is finished (its response arrived, or it expects none and
+    /// is done); sets `kick` if TX waited for one. Only between [`Path::begin_deliver`] and
+    /// [`Path::end_deliver`].
     pub(crate) fn pop_completed(&self, kick: &mut bool) -> Option<Answered<OrqWr>> {
         let mut sh = self.shared.lock();
         let a = sh.orq.pop_completed_with()?;
@@ -456,6 +582,21 @@ impl Path {
         Some(a)
     }
 
+    /// The completions taken off the ORQ are written: returns true if entries finished in the
+    /// meantime (go round again), else stops delivering.
+    pub(crate) fn end_deliver(&self) -> bool {
+        let mut sh = self.shared.lock();
+        if core::mem::take(&mut sh.redeliver) {
+            return true;
+        }
+        sh.delivering = false;
+        if sh.orq.is_empty() {
+            // After the completions: TX may complete at once again.
+            self.orq_hint.store(false, Release);
+        }
+        false
+    }
+
     /// Takes the completion status a peer's Terminate gave the oldest outstanding request.
     pub(crate) fn take_peer_term(&self) -> Option<u16> {
         self.shared.lock().peer_term.take()
@@ -463,7 +604,12 @@ impl Path {
 
     /// Takes the oldest request off the ORQ, answered or not (the connection is going down).
     pub(crate) fn pop_orq(&self) -> Option<Answered<OrqWr>> {
-        self.shared.lock().orq.pop_front()
+        let mut sh = self.shared.lock();
+        let a = sh.orq.pop_front();
+        if sh.orq_idle() {
+            self.orq_hint.store(false, Release);
+        }
+        a
     }
 
     // The responder's inbound queue.

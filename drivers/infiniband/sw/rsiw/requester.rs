@@ -164,11 +164,14 @@ impl Requester {
     /// Starts the message of the next send queue element in `out`, after the local
     /// operations before it; returns whether it did (`false`: the queue is empty, or the
     /// element waits for a response).
+    ///
+    /// `earlier` are the messages sent before and not finished yet ([`Path::issue`]).
     pub(crate) fn next(
         &mut self,
         path: &Path,
         qp: &Qp<RsiwDevice>,
         out: &mut Outgoing,
+        earlier: &mut [(usize, Done)],
         mulpdu: u16,
     ) -> Result<bool, Fatal> {
         if let Some(f) = self.followup.take() {
@@ -183,9 +186,11 @@ impl Requester {
             if !matches!(self.sqe.opcode, op::INVAL_STAG | op::REG_MR) {
                 break;
             }
-            self.local_op(path, qp)?;
+            if !self.local_op(path, qp)? {
+                return Ok(false);
+            }
         }
-        let r = self.start(path, qp, out, mulpdu);
+        let r = self.start(path, qp, out, earlier, mulpdu);
         if !matches!(r, Ok(false)) {
             // A message now, or failed: the SQE is done with.
             self.pending = false;
@@ -207,15 +212,19 @@ impl Requester {
     }
 
     /// Carries out the local operation (Local Invalidate, Fast Registration) in `pending`, in
-    /// send queue order. Out of line: rare on the paths that must be short.
+    /// send queue order; returns false if it waits for room in the ORQ (to complete after
+    /// the requests before it). Out of line: rare on the paths that must be short.
     #[inline(never)]
-    fn local_op(&mut self, path: &Path, qp: &Qp<RsiwDevice>) -> Result<(), Fatal> {
+    fn local_op(&mut self, path: &Path, qp: &Qp<RsiwDevice>) -> Result<bool, Fatal> {
         if !self.pending {
-            return Ok(());
+            return Ok(true);
         }
         let sqe = &self.sqe;
         let wr = SqCompletion::new(sqe.id, sqe.opcode, status::SUCCESS, 0);
         let signalled = sqe.flags & flags::SIGNALLED != 0;
+        if signalled && !path.local_room() {
+            return Ok(false);
+        }
         let mem = qp.device().mem();
         let r = match sqe.opcode {
             op::INVAL_STAG => mem
@@ -224,17 +233,17 @@ impl Requester {
             op::REG_MR => mem
                 .reg_mr(path.pd(), &RegMr::from_sqe(sqe))
                 .map_err(|_| status::LOC_QP_OP_ERR),
-            _ => return Ok(()),
+            _ => return Ok(true),
         };
         // A local operation, completed in send queue order.
         self.pending = false;
         match r {
             Err(st) => Err(Fatal::wr(wr.failed(st))),
             Ok(()) => {
-                if signalled {
+                if signalled && !path.defer(wr, true) {
                     RsiwQp::complete_sq(qp, wr);
                 }
-                Ok(())
+                Ok(true)
             }
         }
     }
@@ -247,6 +256,7 @@ impl Requester {
         path: &Path,
         qp: &Qp<RsiwDevice>,
         out: &mut Outgoing,
+        earlier: &mut [(usize, Done)],
         mulpdu: u16,
     ) -> Result<bool, Fatal> {
         let sqe = &self.sqe;
@@ -284,8 +294,9 @@ impl Requester {
             signalled: sqe.flags & flags::SIGNALLED != 0,
             len: size,
             sink,
+            status: status::SUCCESS,
         };
-        if path.issue(req, wr) == Issue::Wait {
+        if path.issue(req, wr, earlier) == Issue::Wait {
             return Ok(false);
         }
         let _ = out.take_msn(QN_READ_REQ);
@@ -318,6 +329,7 @@ impl Requester {
         path: &Path,
         qp: &Qp<RsiwDevice>,
         out: &mut Outgoing,
+        earlier: &mut [(usize, Done)],
         mulpdu: u16,
     ) -> Result<bool, Fatal> {
         if !self.pending {
@@ -327,14 +339,18 @@ impl Requester {
             return Ok(false);
         }
         if matches!(self.sqe.opcode, op::READ | op::READ_LOCAL_INV) {
-            return self.start_read(path, qp, out, mulpdu);
+            return self.start_read(path, qp, out, earlier, mulpdu);
         }
         if op::is_atomic(self.sqe.opcode) {
-            return self.start_atomic(path, qp, out, mulpdu);
+            return self.start_atomic(path, qp, out, earlier, mulpdu);
         }
         let sqe = &self.sqe;
         let fail = |st: u16| self.failed(st);
         let signalled = sqe.flags & flags::SIGNALLED != 0;
+        // Its completion may have to wait in the ORQ behind requests (T-01).
+        if signalled && !path.local_room() {
+            return Ok(false);
+        }
         // Send, Send with Invalidate, Write: the payload, into the source where it is.
         let len = if sqe.flags & flags::INLINE != 0 {
             let len = sqe.sge[0].length as usize;
@@ -369,14 +385,12 @@ impl Requester {
             }
         };
         let solicited = sqe.flags & flags::SOLICITED != 0;
-        let mut done = Done::Sq {
-            wr: SqCompletion::new(sqe.id, sqe.opcode, status::SUCCESS, len),
-            signalled,
-        };
+        let wr = SqCompletion::new(sqe.id, sqe.opcode, status::SUCCESS, len);
+        let mut done = Done::Sq { wr, signalled };
         // With immediate data a second message follows, and the work request completes with
         // it (RFC 7306 6, IMM-05). The immediate of a Write sits in the last SGE slot, that of
         // a Send in `rkey` (see `wqe`).
-        let followup = match sqe.opcode {
+        let mut followup = match sqe.opcode {
             op::WRITE_WITH_IMM => Some(sqe.sge[imm_slot()].lkey),
             op::SEND_WITH_IMM => Some(sqe.rkey),
             _ => None,
@@ -386,12 +400,22 @@ impl Requester {
             solicited,
             done: core::mem::replace(&mut done, Done::Nothing),
         });
+        // Once the message started (nothing can fail any more): its completion waits in the
+        // ORQ if requests are outstanding.
+        let in_order = |d: Done| {
+            if signalled && path.defer(wr, false) {
+                Done::InOrder
+            } else {
+                d
+            }
+        };
         let (opcode, placement) = match sqe.opcode {
             op::WRITE_WITH_IMM if len == 0 => {
                 // No Write message: the Immediate Data alone (IMM-05).
                 let f = followup.ok_or(fail(status::LOC_QP_OP_ERR))?;
                 *out.src_mut() = Src::None;
                 start_imm(out, f, mulpdu)?;
+                out.set_done(in_order(f.done));
                 return Ok(true);
             }
             op::WRITE | op::WRITE_WITH_IMM => (
@@ -431,6 +455,10 @@ impl Requester {
         };
         out.start_filled(msg, done, mulpdu)
             .map_err(|_| fail(status::LOC_LEN_ERR))?;
+        match followup.as_mut() {
+            Some(f) => f.done = in_order(f.done),
+            None => out.set_done(in_order(done)),
+        }
         self.followup = followup;
         Ok(true)
     }
@@ -444,6 +472,7 @@ impl Requester {
         path: &Path,
         qp: &Qp<RsiwDevice>,
         out: &mut Outgoing,
+        earlier: &mut [(usize, Done)],
         mulpdu: u16,
     ) -> Result<bool, Fatal> {
         let sqe = &self.sqe;
@@ -470,8 +499,9 @@ impl Requester {
             signalled: sqe.flags & flags::SIGNALLED != 0,
             len: 8,
             sink,
+            status: status::SUCCESS,
         };
-        if path.issue(Request::Atomic { req_id: msn }, wr) == Issue::Wait {
+        if path.issue(Request::Atomic { req_id: msn }, wr, earlier) == Issue::Wait {
             return Ok(false);
         }
         let _ = out.take_msn(QN_READ_REQ);

@@ -23,6 +23,7 @@ use crate::{
         Batch,
         MAX_SEGS, //
     },
+    completer,
     crc::KernelCrc32c,
     device::RsiwDevice,
     mem::{
@@ -74,7 +75,8 @@ use crate::{
     },
     wqe::{
         status,
-        NUM_SGE, //
+        SqCompletion, //
+        NUM_SGE,
     },
 };
 use kernel::{
@@ -311,7 +313,7 @@ impl TxState {
         if fpdu(&mut self.batch, path, qp.device().mem(), &plan, src).is_err() {
             // Nothing of the FPDU goes out.
             self.batch.rollback(mark);
-            return Err(Fatal::local(m.done.failed(status::LOC_PROT_ERR)));
+            return Err(Fatal::local(failed(path, m.done, status::LOC_PROT_ERR)));
         }
         let fpdu_end = self.batch.len();
         if plan.last {
@@ -319,10 +321,9 @@ impl TxState {
             self.out.end();
             if !matches!(d, Done::Nothing) {
                 // The caller stops the batch before `done` is full.
-                let slot = self
-                    .done
-                    .get_mut(self.ndone)
-                    .ok_or(Fatal::local(d.failed(status::LOC_PROT_ERR)))?;
+                let Some(slot) = self.done.get_mut(self.ndone) else {
+                    return Err(Fatal::local(failed(path, d, status::LOC_PROT_ERR)));
+                };
                 *slot = (fpdu_end, d);
                 self.ndone = self.ndone.saturating_add(1);
             }
@@ -347,7 +348,8 @@ impl TxState {
         {
             return Ok(true);
         }
-        self.req.next(path, qp, &mut self.out, mulpdu)
+        let earlier = self.done.get_mut(..self.ndone).unwrap_or(&mut []);
+        self.req.next(path, qp, &mut self.out, earlier, mulpdu)
     }
 
     /// Starts the peer-to-peer RTR message (MPA-17). Out of line: once per connection.
@@ -367,7 +369,8 @@ impl TxState {
                 sink_to: 0,
                 size: 0,
             };
-            if path.issue(req, OrqWr::default()) != Issue::Issued {
+            let earlier = self.done.get_mut(..self.ndone).unwrap_or(&mut []);
+            if path.issue(req, OrqWr::default(), earlier) != Issue::Issued {
                 return Err(Fatal::local(None));
             }
         }
@@ -389,8 +392,9 @@ impl TxState {
         sock: &TcpSocket,
         g: &mut SocketGuard<'_>,
     ) -> Result<bool, Fatal> {
-        // What `next_message` would send before the send queue.
-        if self.rtr.is_some() || path.has_inbound() || self.req.has_followup() {
+        // What `next_message` would send before the send queue; or the element must complete
+        // after requests (T-01).
+        if self.rtr.is_some() || path.has_inbound() || self.req.has_followup() || !path.orq_idle() {
             return Ok(false);
         }
         let Some(q) = self.req.quick(path, qp, &mut self.out, sock.mss_cache())? else {
@@ -428,10 +432,12 @@ impl TxState {
     }
 
     /// Completes the messages of the batch whose last byte TCP took; starts a new batch once
-    /// all of it went out.
-    fn finish(&mut self, path: &Path, qp: &Qp<RsiwDevice>) {
+    /// all of it went out. Returns whether that let a send queue element TX holds back go on
+    /// (the pass must not end).
+    fn finish(&mut self, path: &Path, qp: &Qp<RsiwDevice>) -> bool {
         let n = self.ndone;
         let mut k = 0usize;
+        let mut deliver = false;
         for &(end, d) in self.done.get(..n).unwrap_or(&[]) {
             if end > self.batch.sent() {
                 break;
@@ -442,6 +448,7 @@ impl TxState {
                     signalled: true,
                 } => RsiwQp::complete_sq(qp, wr),
                 Done::Response => path.responded(),
+                Done::InOrder => deliver |= path.local_done(status::SUCCESS),
                 _ => {}
             }
             k = k.saturating_add(1);
@@ -458,6 +465,7 @@ impl TxState {
         if self.batch.sent() >= self.batch.len() {
             self.batch.clear();
         }
+        deliver && completer::deliver(path, qp)
     }
 
     /// Appends the next FPDU to the batch, starting the next message if needed. Returns
@@ -523,9 +531,10 @@ impl TxState {
             }
             let more = self.out.busy();
             let r = self.batch.push(g, more);
-            self.finish(path, qp);
+            // A work request that waited for the ORQ may go on now.
+            let go_on = self.finish(path, qp);
             match r {
-                Ok(true) if drained => return Ok(Pass::Idle),
+                Ok(true) if drained && !go_on => return Ok(Pass::Idle),
                 Ok(true) => {}
                 Ok(false) => return Ok(Pass::Blocked),
                 Err(_) => {
@@ -539,6 +548,15 @@ impl TxState {
         }
         Ok(Pass::Budget)
     }
+}
+
+/// The completion a fatal error while sending a message with `done` gives its work request:
+/// one in the ORQ is marked failed there, and completes from there.
+fn failed(path: &Path, done: Done, st: u16) -> Option<SqCompletion> {
+    if matches!(done, Done::InOrder) {
+        path.local_done(st);
+    }
+    done.failed(st)
 }
 
 /// Appends one FPDU to the batch: header, payload, pad and CRC.

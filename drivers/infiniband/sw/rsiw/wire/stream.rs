@@ -10,7 +10,8 @@
 //! - [`IrdCredits`]: the responder's inbound request slots (RDMAP-07, D-08).
 //! - [`OrdQueue`]: the requester's outstanding QN 1 requests, one credit
 //!   pool for Reads, Atomics, Flush, Verify and Atomic Write (T-04), matching
-//!   Read Responses (RDMAP-05) and QN 3 responses (ATOM-06, T-12).
+//!   Read Responses (RDMAP-05) and QN 3 responses (ATOM-06, T-12), with the
+//!   work requests posted behind them, so all complete in order (T-01).
 //! - [`RespQueue`]: the responder's inbound QN 1 requests in arrival order,
 //!   within IRD, each executed once and answered once (T-01, T-02, T-05).
 
@@ -195,17 +196,25 @@ pub enum Request {
     Verify,
     /// Atomic Write.
     AtomicWrite,
+    /// No request: a work request that expects no response (a Send, a
+    /// Write, a local operation) posted after outstanding requests. It holds
+    /// no ORD credit and matches no response; it completes, in send queue
+    /// order (T-01), once it is done locally ([`OrdQueue::local_done`]) and
+    /// everything before it completed.
+    Local,
 }
 
 impl Request {
-    fn response_opcode(&self) -> Opcode {
-        match self {
+    /// The response this request expects, if any.
+    fn response_opcode(&self) -> Option<Opcode> {
+        Some(match self {
             Request::Read { .. } => Opcode::ReadResponse,
             Request::Atomic { .. } => Opcode::AtomicResponse,
             Request::Flush => Opcode::FlushResponse,
             Request::Verify => Opcode::VerifyResponse,
             Request::AtomicWrite => Opcode::AtomicWriteResponse,
-        }
+            Request::Local => return None,
+        })
     }
 }
 
@@ -229,7 +238,9 @@ pub enum OrdBusy {
 /// The requester's outstanding QN 1 requests, in issue order: one ordered
 /// list, each entry tagged with the response it expects (T-12) and carrying
 /// the requester's local side `T` (the work request to complete, the local
-/// buffer a response lands in).
+/// buffer a response lands in). Work requests that expect no response but
+/// were posted behind outstanding requests are entries too
+/// ([`Request::Local`]), so that everything completes in send queue order.
 ///
 /// `N` bounds the ring; it must be at least the ORD.
 #[derive(Clone, Copy, Debug)]
@@ -283,10 +294,17 @@ impl<const N: usize, T: Copy> OrdQueue<N, T> {
         self.len
     }
 
-    /// True if nothing is outstanding or awaiting pop (the fence condition,
-    /// T-03).
+    /// True if nothing is outstanding or awaiting pop: a work request
+    /// posted now may complete as soon as it is done.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// True if a request (not a [`Request::Local`]) is outstanding or awaiting
+    /// pop: the fence condition (T-03).
+    pub fn has_requests(&self) -> bool {
+        (0..self.len)
+            .any(|k| matches!(self.ring.get(self.idx(k)), Some(Some(s)) if s.req != Request::Local))
     }
 
     fn idx(&self, i: usize) -> usize {
@@ -295,8 +313,10 @@ impl<const N: usize, T: Copy> OrdQueue<N, T> {
 
     /// Records a request before it is sent (a response may arrive before
     /// the send returns, as `siw` notes), with its local side.
+    /// A [`Request::Local`] takes no ORD credit.
     pub fn issue_with(&mut self, req: Request, local: T) -> Result<(), OrdBusy> {
-        if self.inflight >= self.ord {
+        let credit = req != Request::Local;
+        if credit && self.inflight >= self.ord {
             return Err(OrdBusy::NoCredit);
         }
         if self.len >= N {
@@ -311,22 +331,72 @@ impl<const N: usize, T: Copy> OrdQueue<N, T> {
             local,
         });
         self.len = self.len.saturating_add(1);
-        self.inflight = self.inflight.saturating_add(1);
+        if credit {
+            self.inflight = self.inflight.saturating_add(1);
+        }
         Ok(())
     }
 
-    fn find(&mut self, read: bool) -> Option<&mut Slot<T>> {
+    /// Records a [`Request::Local`] already done (a local operation posted
+    /// behind outstanding requests: it happened, and completes in order).
+    pub fn issue_local_done(&mut self, local: T) -> Result<(), OrdBusy> {
+        self.issue_with(Request::Local, local)?;
+        let i = self.idx(self.len.saturating_sub(1));
+        if let Some(Some(s)) = self.ring.get_mut(i) {
+            s.done = true;
+        }
+        Ok(())
+    }
+
+    /// Whether the oldest entry is finished: [`OrdQueue::pop_completed`]
+    /// takes it.
+    pub fn head_done(&self) -> bool {
+        self.len > 0 && matches!(self.ring.get(self.head), Some(Some(s)) if s.done)
+    }
+
+    /// How many more entries the ring takes.
+    pub fn room(&self) -> usize {
+        N.saturating_sub(self.len)
+    }
+
+    /// The oldest entry not yet done that `want` accepts.
+    fn find_by(&mut self, want: impl Fn(&Request) -> bool) -> Option<&mut Slot<T>> {
         let mut found = None;
         for k in 0..self.len {
             let i = self.idx(k);
             if let Some(Some(s)) = self.ring.get(i) {
-                if !s.done && matches!(s.req, Request::Read { .. }) == read {
+                if !s.done && want(&s.req) {
                     found = Some(i);
                     break;
                 }
             }
         }
         self.ring.get_mut(found?)?.as_mut()
+    }
+
+    /// The oldest outstanding Read (`read`), or the oldest outstanding
+    /// request that expects a QN 3 response.
+    fn find(&mut self, read: bool) -> Option<&mut Slot<T>> {
+        self.find_by(|r| match r {
+            Request::Read { .. } => read,
+            Request::Local => false,
+            _ => !read,
+        })
+    }
+
+    /// The oldest [`Request::Local`] not yet done is done (its message is
+    /// with the transport, or its local operation happened): `f` updates its
+    /// local side (with a failure, say). Locals are done in issue order.
+    /// Returns false if there is none.
+    pub fn local_done(&mut self, f: impl FnOnce(&mut T)) -> bool {
+        match self.find_by(|r| *r == Request::Local) {
+            Some(s) => {
+                s.done = true;
+                f(&mut s.local);
+                true
+            }
+            None => false,
+        }
     }
 
     fn finish(&mut self) {
@@ -392,7 +462,7 @@ impl<const N: usize, T: Copy> OrdQueue<N, T> {
             _ => return Err(bad),
         }
         let s = self.find(false).ok_or(bad)?;
-        if s.req.response_opcode() != seg.hdr.opcode {
+        if s.req.response_opcode() != Some(seg.hdr.opcode) {
             return Err(bad);
         }
         if let (Request::Atomic { req_id }, Body::AtomicResponse(r)) = (s.req, &seg.body) {
@@ -435,7 +505,7 @@ impl<const N: usize, T: Copy> OrdQueue<N, T> {
         let s = self.ring.get_mut(self.head)?.take()?;
         self.head = self.idx(1);
         self.len = self.len.saturating_sub(1);
-        if !s.done {
+        if !s.done && s.req != Request::Local {
             self.finish();
         }
         Some(Answered {
