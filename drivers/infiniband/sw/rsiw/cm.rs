@@ -1415,12 +1415,12 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
     let cep = passive_cep(dev, id)?;
     let mut g = cep.inner.lock();
     if g.state != State::RecvdRequest {
-        pr_info!("cm: accept in state {:?}\n", g.state);
+        dev_info!(dev, "cm: accept in state {:?}\n", g.state);
         return Err(ECONNRESET);
     }
     let (ird, ord) = (param.ird(), param.ord());
     let fail = |cep: &Arc<Cep>, g: &mut Inner, e: Error| {
-        pr_info!("cm: accept failed: {:?}\n", e);
+        dev_info!(dev, "cm: accept failed: {:?}\n", e);
         cep.close_locked(g, None);
         Err(e)
     };
@@ -1466,7 +1466,8 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
             enhanced,
             reason,
         } => {
-            pr_info!(
+            dev_info!(
+                dev,
                 "cm: accept refused: {:?} (request {:?}, ird {} ord {})\n",
                 reason,
                 hdr,
@@ -1479,7 +1480,7 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
             return fail(&cep, &mut g, EINVAL);
         }
         ResponderAction::Close(e) => {
-            pr_info!("cm: accept refused: bad request {:?}\n", e);
+            dev_info!(dev, "cm: accept refused: bad request {:?}\n", e);
             return fail(&cep, &mut g, EINVAL);
         }
     };
@@ -1529,7 +1530,8 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
 pub(crate) fn reject(dev: &Device<RsiwDevice>, id: &CmId, pdata: &[u8]) -> Result {
     let cep = passive_cep(dev, id)?;
     let mut g = cep.inner.lock();
-    pr_info!(
+    dev_info!(
+        dev,
         "cm: reject ({} bytes of private data) in state {:?}\n",
         pdata.len(),
         g.state

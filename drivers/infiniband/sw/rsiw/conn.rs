@@ -208,7 +208,8 @@ impl Conn {
         p: ConnParams,
     ) -> Result<Arc<Conn>> {
         let qpn = qp.qp_num();
-        pr_debug!(
+        dev_dbg!(
+            qp.device(),
             "QP {}: data path: rev {} crc {} ird {} ord {} initiator {} rtr {:?}\n",
             qpn,
             p.rev,
@@ -439,14 +440,15 @@ impl Conn {
         }
         let term = self.path.take_terminate();
         match &term {
-            Some(t) => pr_info!(
+            Some(t) => dev_info!(
+                qp.device(),
                 "QP {}: terminating: layer {} type {} code {:#x}\n",
                 self.path.qpn(),
                 t.code.layer,
                 t.code.etype,
                 t.code.ecode
             ),
-            None => pr_info!("QP {}: connection failed\n", self.path.qpn()),
+            None => dev_info!(qp.device(), "QP {}: connection failed\n", self.path.qpn()),
         }
         if let Some(t) = term {
             tx.send_terminate(&self.path, qp, sock, t);

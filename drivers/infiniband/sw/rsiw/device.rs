@@ -754,7 +754,12 @@ impl notifier::Handler for NetdevEvents {
                 dev.dispatch_port_event(limits::PORT, EventType::GID_CHANGE);
             }
             // The MTU is read from the net device on every query_port; nothing is cached.
-            Event::CHANGEMTU => pr_debug!("MTU of a port changed to {}\n", ndev.mtu()),
+            Event::CHANGEMTU => dev_dbg!(
+                &*dev,
+                "MTU of port {} changed to {}\n",
+                limits::PORT,
+                ndev.mtu()
+            ),
             _ => {}
         }
     }

@@ -400,7 +400,7 @@ impl RxState {
                     completer::response(path, qp, seg, out)?;
                 }
             }
-            (Role::Terminate, _) => return Err(terminated(path, &body).into()),
+            (Role::Terminate, _) => return Err(terminated(path, qp, &body).into()),
             _ => {}
         }
         Ok(())
@@ -532,10 +532,11 @@ fn write_fault(f: Fault) -> RxError {
 /// oldest outstanding request with the Terminate's error.
 #[cold]
 #[inline(never)]
-fn terminated(path: &Path, body: &Body) -> Fail {
+fn terminated(path: &Path, qp: &Qp<RsiwDevice>, body: &Body) -> Fail {
     if let Body::Terminate(t) = body {
         let c = t.code;
-        pr_info!(
+        dev_info!(
+            qp.device(),
             "QP {}: Terminate received: layer {} type {} code {:#x}\n",
             path.qpn(),
             c.layer,
