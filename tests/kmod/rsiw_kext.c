@@ -25,7 +25,9 @@
  * access complete in error, the word is unchanged, both QPs go to ERROR.
  * With bench=N it then measures the mean of N round trips of an 8-byte
  * Read, a FetchAdd, a masked FetchAdd, and an 8-byte Write ping-pong without
- * and with immediate data (ib_write_lat's exchange), and prints the ratios.
+ * and with immediate data (ib_write_lat's exchange), prints the ratios, and
+ * the rate of FetchAdds with 4 in flight; bench_only=1 skips everything else
+ * (make bench).
  * Last, ATOM-15: nqp connections, each with "threads" threads posting
  * FetchAdd +1 "iters" times to one word, while cpu_threads threads add to
  * it with atomic64_inc(): the final value is exact.
@@ -82,6 +84,9 @@ MODULE_PARM_DESC(iters, "FetchAdds per thread (default 250)");
 static unsigned int bench;
 module_param(bench, uint, 0444);
 MODULE_PARM_DESC(bench, "round trips per latency measurement (default 0: none)");
+static bool bench_only;
+module_param(bench_only, bool, 0444);
+MODULE_PARM_DESC(bench_only, "with bench=N, only the measurements (make bench)");
 static unsigned int cpu_threads = 2;
 module_param(cpu_threads, uint, 0444);
 MODULE_PARM_DESC(cpu_threads, "threads adding to the word with CPU atomics (default 2)");
@@ -781,6 +786,53 @@ static int kx_round_trip(struct kx *t, struct kx_conn *c, int kind, u32 seq)
 	return 0;
 }
 
+/*
+ * FetchAdds per second with @depth in flight (the connection's ORD): @n
+ * FetchAdds of +1 to the peer's word, each completion refilling the window.
+ * Returns the rate, or 0 on error.
+ */
+static u64 kx_fetch_add_rate(struct kx *t, struct kx_conn *c, unsigned int n,
+			     unsigned int depth)
+{
+	const struct ib_send_wr *bad;
+	struct ib_atomic_wr a = {};
+	struct ib_sge sge;
+	struct ib_wc wc[8];
+	unsigned int posted = 0, done = 0;
+	ktime_t t0 = ktime_get();
+	s64 ns;
+	int i, ret;
+
+	kx_sge(t, c, 0, &sge, 0, 8);
+	a.wr.opcode = IB_WR_ATOMIC_FETCH_AND_ADD;
+	a.wr.send_flags = IB_SEND_SIGNALED;
+	a.wr.sg_list = &sge;
+	a.wr.num_sge = 1;
+	a.remote_addr = c->mr[1]->iova;
+	a.rkey = c->mr[1]->rkey;
+	a.compare_add = 1;
+	while (done < n) {
+		while (posted < n && posted - done < depth) {
+			if (ib_post_send(kx_qp(c, 0), &a.wr, &bad))
+				return 0;
+			posted++;
+		}
+		ret = ib_poll_cq(c->cq[0], ARRAY_SIZE(wc), wc);
+		if (ret < 0)
+			return 0;
+		for (i = 0; i < ret; i++)
+			if (wc[i].status != IB_WC_SUCCESS)
+				return 0;
+		done += ret;
+		if (!ret)
+			cpu_relax();
+		if (!(done % 256))
+			cond_resched();
+	}
+	ns = ktime_to_ns(ktime_sub(ktime_get(), t0));
+	return ns > 0 ? div64_u64((u64)n * NSEC_PER_SEC, ns) : 0;
+}
+
 /* @a / @b with two decimals, as "x.yy" (0.00 if @b is 0). */
 static void kx_ratio(char *buf, size_t len, u64 a, u64 b)
 {
@@ -802,7 +854,7 @@ static noinline_for_stack void kx_bench(struct kx *t, struct kx_conn *c)
 		"bench_read_8", "bench_fetch_add", "bench_masked_fetch_add",
 		"bench_write_8_ping_pong", "bench_write_imm_8_ping_pong",
 	};
-	u64 mean[ARRAY_SIZE(names)];
+	u64 mean[ARRAY_SIZE(names)], rate;
 	char r[3][24];
 	unsigned int k, i;
 
@@ -822,6 +874,12 @@ static noinline_for_stack void kx_bench(struct kx *t, struct kx_conn *c)
 		mean[k] = div_u64(ktime_to_ns(ktime_sub(ktime_get(), t0)), bench);
 		kx_pass(t, names[k], "mean %llu ns over %u round trips", mean[k], bench);
 	}
+	rate = kx_fetch_add_rate(t, c, bench * 4, 4);
+	if (rate)
+		kx_pass(t, "bench_fetch_add_rate", "%llu FetchAdds/s, 4 in flight, %u in all",
+			rate, bench * 4);
+	else
+		kx_fail(t, "bench_fetch_add_rate", "a FetchAdd failed");
 	/* The goal: an atomic round trip within 1.1 times an 8-byte Read's. */
 	kx_ratio(r[0], sizeof(r[0]), mean[1], mean[0]);
 	kx_ratio(r[1], sizeof(r[1]), mean[2], mean[1]);
@@ -1204,12 +1262,14 @@ static void run(struct kx *t)
 		kx_pass(t, "ext_attrs", "atomic_cap and masked_atomic_cap IB_ATOMIC_GLOB");
 	if (!kx_setup(t, &c, "connect", port, IB_POLL_DIRECT, KX_ACCESS_ALL)) {
 		kx_pass(t, "connect", "a pair over rdma_cm, each side's page registered");
-		for (side = 0; side < 2; side++)
+		for (side = 0; side < 2 && !(bench && bench_only); side++)
 			kx_ops(t, &c, side);
 		if (bench)
 			kx_bench(t, &c);
 	}
 	kx_teardown(t->ibdev, &c);
+	if (bench && bench_only)
+		return;
 	kx_refused(t, "atom_11_misaligned", port + 1, 4, KX_ACCESS_ALL, 0);
 	kx_refused(t, "atom_12_no_atomic_right", port + 2, 0,
 		   IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ,
