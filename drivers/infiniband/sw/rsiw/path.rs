@@ -28,7 +28,8 @@ use crate::{
             OrdQueue,
             Refused,
             Request,
-            RespQueue, //
+            RespQueue,
+            Slot, //
         },
         term::{
             DdpTaggedCode,
@@ -247,7 +248,23 @@ pub(crate) enum InRequest {
 
 /// The ORQ: outstanding requests in issue order, with their local sides, and the work
 /// requests posted behind them.
-type Orq = OrdQueue<ORQ_RING, OrqWr>;
+type Orq = OrdQueue<ORQ_RING, OrqWr, OrqRing>;
+
+/// The ORQ's ring, allocated: inline its `ORQ_RING` entries would be a value of about 9 KiB,
+/// built on the stack of the connection's set-up (which overflowed it).
+struct OrqRing(KVec<Option<Slot<OrqWr>>>);
+
+impl AsRef<[Option<Slot<OrqWr>>]> for OrqRing {
+    fn as_ref(&self) -> &[Option<Slot<OrqWr>>] {
+        &self.0
+    }
+}
+
+impl AsMut<[Option<Slot<OrqWr>>]> for OrqRing {
+    fn as_mut(&mut self) -> &mut [Option<Slot<OrqWr>>] {
+        &mut self.0
+    }
+}
 
 /// The responder's queue of inbound requests, sized by the IRD.
 struct InboundRing(KVec<Option<InRequest>>);
@@ -267,7 +284,7 @@ impl AsMut<[Option<InRequest>]> for InboundRing {
 /// What RX and TX both change.
 struct Shared {
     /// The requester's outstanding requests.
-    orq: KBox<Orq>,
+    orq: Orq,
     /// The responder's inbound requests, within IRD.
     inbound: RespQueue<InRequest, InboundRing>,
     /// The connection failed (our Terminate, a peer's Terminate, or a socket error): the TX
@@ -353,7 +370,10 @@ impl Path {
             ring.push(None, GFP_KERNEL)?;
         }
         let shared = Shared {
-            orq: KBox::new(Orq::new(ord as u16), GFP_KERNEL)?,
+            orq: Orq::with_ring(
+                ord as u16,
+                OrqRing(KVec::from_elem(None, ORQ_RING, GFP_KERNEL)?),
+            ),
             inbound: RespQueue::new(ird as u16, InboundRing(ring)),
             fatal: false,
             term: None,

@@ -18,6 +18,7 @@
 use crate::wire::hdr::{Body, Opcode, Placement, NUM_QN, QN_READ_REQ, QN_RESPONSE};
 use crate::wire::rx::Segment;
 use crate::wire::term::{DdpTaggedCode, DdpUntaggedCode, RdmapCode, TermCode};
+use core::marker::PhantomData;
 
 /// Transmit MSN counters, one per queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -218,8 +219,10 @@ impl Request {
     }
 }
 
+/// An entry of an [`OrdQueue`]'s ring (opaque: a ring an owner sizes is a
+/// buffer of `Option<Slot<T>>`, all `None`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Slot<T> {
+pub struct Slot<T> {
     req: Request,
     got: u32,
     done: bool,
@@ -242,10 +245,13 @@ pub enum OrdBusy {
 /// were posted behind outstanding requests are entries too
 /// ([`Request::Local`]), so that everything completes in send queue order.
 ///
-/// `N` bounds the ring; it must be at least the ORD.
+/// `N` bounds the ring of [`OrdQueue::new`], kept inline; it must be at
+/// least the ORD. [`OrdQueue::with_ring`] takes a ring `B` its owner sizes
+/// and allocates instead (a driver's ring is too large for a kernel stack).
 #[derive(Clone, Copy, Debug)]
-pub struct OrdQueue<const N: usize, T: Copy = ()> {
-    ring: [Option<Slot<T>>; N],
+pub struct OrdQueue<const N: usize, T: Copy = (), B = [Option<Slot<T>>; N]> {
+    ring: B,
+    _local: PhantomData<T>,
     head: usize,
     len: usize,
     inflight: u16,
@@ -263,7 +269,11 @@ pub struct Answered<T> {
     pub done: bool,
 }
 
-impl<const N: usize, T: Copy + Default> OrdQueue<N, T> {
+impl<const N: usize, T, B> OrdQueue<N, T, B>
+where
+    T: Copy + Default,
+    B: AsRef<[Option<Slot<T>>]> + AsMut<[Option<Slot<T>>]>,
+{
     /// Records a request with a default local side (see
     /// [`OrdQueue::issue_with`]).
     pub fn issue(&mut self, req: Request) -> Result<(), OrdBusy> {
@@ -272,15 +282,35 @@ impl<const N: usize, T: Copy + Default> OrdQueue<N, T> {
 }
 
 impl<const N: usize, T: Copy> OrdQueue<N, T> {
-    /// An empty queue allowing `ord` outstanding requests.
+    /// An empty queue allowing `ord` outstanding requests, with an inline
+    /// ring of `N` entries.
     pub fn new(ord: u16) -> Self {
+        Self::with_ring(ord, [None; N])
+    }
+}
+
+impl<const N: usize, T, B> OrdQueue<N, T, B>
+where
+    T: Copy,
+    B: AsRef<[Option<Slot<T>>]> + AsMut<[Option<Slot<T>>]>,
+{
+    /// An empty queue allowing `ord` outstanding requests, in `ring` (its
+    /// length bounds the queue; `N` is not used). Every entry is cleared.
+    pub fn with_ring(ord: u16, mut ring: B) -> Self {
+        ring.as_mut().iter_mut().for_each(|e| *e = None);
         OrdQueue {
-            ring: [None; N],
+            ring,
+            _local: PhantomData,
             head: 0,
             len: 0,
             inflight: 0,
             ord,
         }
+    }
+
+    /// The ring's length.
+    fn cap(&self) -> usize {
+        self.ring.as_ref().len()
     }
 
     /// Requests awaiting a response.
@@ -304,11 +334,14 @@ impl<const N: usize, T: Copy> OrdQueue<N, T> {
     /// pop: the fence condition (T-03).
     pub fn has_requests(&self) -> bool {
         (0..self.len)
-            .any(|k| matches!(self.ring.get(self.idx(k)), Some(Some(s)) if s.req != Request::Local))
+            .any(|k| matches!(self.ring.as_ref().get(self.idx(k)), Some(Some(s)) if s.req != Request::Local))
     }
 
     fn idx(&self, i: usize) -> usize {
-        self.head.wrapping_add(i).checked_rem(N).unwrap_or(0)
+        self.head
+            .wrapping_add(i)
+            .checked_rem(self.cap())
+            .unwrap_or(0)
     }
 
     /// Records a request before it is sent (a response may arrive before
@@ -319,11 +352,11 @@ impl<const N: usize, T: Copy> OrdQueue<N, T> {
         if credit && self.inflight >= self.ord {
             return Err(OrdBusy::NoCredit);
         }
-        if self.len >= N {
+        if self.len >= self.cap() {
             return Err(OrdBusy::RingFull);
         }
         let i = self.idx(self.len);
-        let s = self.ring.get_mut(i).ok_or(OrdBusy::RingFull)?;
+        let s = self.ring.as_mut().get_mut(i).ok_or(OrdBusy::RingFull)?;
         *s = Some(Slot {
             req,
             got: 0,
@@ -342,7 +375,7 @@ impl<const N: usize, T: Copy> OrdQueue<N, T> {
     pub fn issue_local_done(&mut self, local: T) -> Result<(), OrdBusy> {
         self.issue_with(Request::Local, local)?;
         let i = self.idx(self.len.saturating_sub(1));
-        if let Some(Some(s)) = self.ring.get_mut(i) {
+        if let Some(Some(s)) = self.ring.as_mut().get_mut(i) {
             s.done = true;
         }
         Ok(())
@@ -351,12 +384,12 @@ impl<const N: usize, T: Copy> OrdQueue<N, T> {
     /// Whether the oldest entry is finished: [`OrdQueue::pop_completed`]
     /// takes it.
     pub fn head_done(&self) -> bool {
-        self.len > 0 && matches!(self.ring.get(self.head), Some(Some(s)) if s.done)
+        self.len > 0 && matches!(self.ring.as_ref().get(self.head), Some(Some(s)) if s.done)
     }
 
     /// How many more entries the ring takes.
     pub fn room(&self) -> usize {
-        N.saturating_sub(self.len)
+        self.cap().saturating_sub(self.len)
     }
 
     /// The oldest entry not yet done that `want` accepts.
@@ -364,14 +397,14 @@ impl<const N: usize, T: Copy> OrdQueue<N, T> {
         let mut found = None;
         for k in 0..self.len {
             let i = self.idx(k);
-            if let Some(Some(s)) = self.ring.get(i) {
+            if let Some(Some(s)) = self.ring.as_ref().get(i) {
                 if !s.done && want(&s.req) {
                     found = Some(i);
                     break;
                 }
             }
         }
-        self.ring.get_mut(found?)?.as_mut()
+        self.ring.as_mut().get_mut(found?)?.as_mut()
     }
 
     /// The oldest outstanding Read (`read`), or the oldest outstanding
@@ -490,7 +523,7 @@ impl<const N: usize, T: Copy> OrdQueue<N, T> {
 
     /// [`OrdQueue::pop_completed`], with the request's local side.
     pub fn pop_completed_with(&mut self) -> Option<Answered<T>> {
-        match self.ring.get(self.head) {
+        match self.ring.as_ref().get(self.head) {
             Some(Some(s)) if s.done && self.len > 0 => self.pop_front(),
             _ => None,
         }
@@ -502,7 +535,7 @@ impl<const N: usize, T: Copy> OrdQueue<N, T> {
         if self.len == 0 {
             return None;
         }
-        let s = self.ring.get_mut(self.head)?.take()?;
+        let s = self.ring.as_mut().get_mut(self.head)?.take()?;
         self.head = self.idx(1);
         self.len = self.len.saturating_sub(1);
         if !s.done && s.req != Request::Local {
@@ -519,7 +552,7 @@ impl<const N: usize, T: Copy> OrdQueue<N, T> {
     /// requests were outstanding, to be flushed by the driver.
     pub fn clear(&mut self) -> usize {
         let n = self.len;
-        self.ring = [None; N];
+        self.ring.as_mut().iter_mut().for_each(|e| *e = None);
         self.head = 0;
         self.len = 0;
         self.inflight = 0;
