@@ -126,8 +126,13 @@ def fpdus(check, atomic, rw):
 
 def server(addr, port, checks):
     lst = cmutil.Listener(addr, port)
+    # pyverbs gives every child the listener's PD object, and closing a CMID
+    # clears that object's pointer: a child freed before the next request
+    # leaves the next one a NULL PD. Keep them all until the end.
+    children = []
     for check, term in checks.items():
         child, _ = lst.request(check)
+        children.append(child)
         child.create_qp(cmutil.qp_attr(wr=4, sge=1))
         pd = child.pd
         atomic = pyverbs_mr(pd, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_ATOMIC |
@@ -167,6 +172,8 @@ def server(addr, port, checks):
         for mr in (atomic, rw, rbuf):
             mr.close()
         log(f'{check}: ok')
+    for child in children:
+        child.close()
 
 
 def pyverbs_mr(pd, access):
