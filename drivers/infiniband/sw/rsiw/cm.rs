@@ -421,6 +421,20 @@ fn new_socket(addr: &SocketAddr) -> Result<TcpSocket> {
     Ok(s)
 }
 
+/// A socket for an active connection from `laddr` to `raddr`, bound and not connected.
+fn active_socket(id: &CmId, laddr: &SocketAddr, raddr: &SocketAddr) -> Result<TcpSocket> {
+    let s = new_socket(raddr)?;
+    s.set_reuseaddr();
+    if matches!(raddr, SocketAddr::V6(_)) && id.afonly() {
+        s.set_v6only()?;
+    }
+    s.set_nodelay();
+    // As on the passive side: detect a peer that died silently.
+    s.set_keepalive();
+    s.bind(laddr)?;
+    Ok(s)
+}
+
 /// `iw_create_listen`: listens on `id`'s address; a wildcard address only takes connections
 /// that arrive on the device's net device, as in `siw`.
 pub(crate) fn create_listen(dev: &Device<RsiwDevice>, id: &CmId, backlog: u32) -> Result {
@@ -1349,17 +1363,8 @@ pub(crate) fn connect(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>
     }
     let laddr = id.mapped_local_addr()?;
     let raddr = id.mapped_remote_addr()?;
-    let s = new_socket(&raddr)?;
-    s.set_reuseaddr();
-    if matches!(raddr, SocketAddr::V6(_)) && id.afonly() {
-        s.set_v6only()?;
-    }
-    s.set_nodelay();
-    // As on the passive side: detect a peer that died silently.
-    s.set_keepalive();
-    s.bind(&laddr)?;
+    let mut sock = Arc::new(active_socket(id, &laddr, &raddr)?, GFP_KERNEL)?;
     let cep = Cep::alloc(cm, true, 0, cfg)?;
-    let sock = Arc::new(s, GFP_KERNEL)?;
     let reader = KBox::new(FrameReader::new(FrameKind::Reply), GFP_KERNEL)?;
     let mut req_pd = KVec::new();
     req_pd.extend_from_slice(pd, GFP_KERNEL)?;
@@ -1371,7 +1376,25 @@ pub(crate) fn connect(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>
     g.reader = Some(reader);
     g.req_pd = req_pd;
     g.sock = Some(sock.clone());
-    let r = sock.attach(cep.clone()).and_then(|()| sock.connect(&raddr));
+    let mut r = sock.attach(cep.clone()).and_then(|()| sock.connect(&raddr));
+    if r == Err(EADDRNOTAVAIL) && laddr.port() != 0 {
+        // The connection's TCP 4-tuple is taken. The rdma_cm lets ids with SO_REUSEADDR share
+        // a port: RTRS binds each connection of a path to the address and port of its first
+        // one, which TCP cannot give twice to the same peer; an earlier connection from the
+        // port can also be in TIME-WAIT. Connect from an ephemeral port of the same address
+        // instead; the events carry the socket's own addresses, so the rdma_cm learns it.
+        sock.detach();
+        let mut any = laddr;
+        any.set_port(0);
+        r = active_socket(id, &any, &raddr)
+            .and_then(|s| Arc::new(s, GFP_KERNEL).map_err(Error::from))
+            .and_then(|s| {
+                sock = s;
+                g.sock = Some(sock.clone());
+                sock.attach(cep.clone())
+            })
+            .and_then(|()| sock.connect(&raddr));
+    }
     match r {
         Ok(c) => {
             cep.arm_timer(&mut g, REPLY_TIMEOUT);
