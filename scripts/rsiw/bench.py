@@ -44,8 +44,10 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parent
 # name, driver, module parameters. "rsiw-64k" is rsiw with FPDUs of up to
 # 64 KiB (fpdu_segments=45) instead of one per TCP segment.
-CONFIGS = [("siw", "siw", ""), ("rsiw", "rsiw", ""),
-           ("rsiw-64k", "rsiw", "fpdu_segments=45")]
+# rsiw runs with RFC 7306 on (rfc7306=1: the kext test's atomics and immediate data; the
+# other tests use none of it).
+CONFIGS = [("siw", "siw", ""), ("rsiw", "rsiw", "rfc7306=1"),
+           ("rsiw-64k", "rsiw", "fpdu_segments=45 rfc7306=1")]
 # RSIW_BENCH_CONFIGS=rsiw boots only the named configurations (comma-separated) besides
 # siw, the reference: more rounds in the same time where rsiw-64k adds nothing (rsiw and
 # rsiw-64k run the same code for messages of one MSS or less).
@@ -65,6 +67,8 @@ def tests(only: str) -> list[tuple[str, str]]:
           for s in (64, 4096, 65536, 1048576)]
     t += [(tool, str(s)) for tool in ("ib_write_lat", "ib_read_lat", "ib_send_lat")
           for s in (2, 4096)]
+    # RFC 7306 from a kernel ULP (rsiw only): latencies and the FetchAdd rate.
+    t += [("kext", "8")]
     t += [("connect", "")]
     if only:
         # grep -E and Python's re agree on the patterns this takes.

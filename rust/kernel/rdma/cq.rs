@@ -190,6 +190,10 @@ impl WcOpcode {
     pub const ATOMIC_WRITE: Self = Self(bindings::ib_wc_opcode_IB_WC_ATOMIC_WRITE);
     /// Receive (`IB_WC_RECV`).
     pub const RECV: Self = Self(bindings::ib_wc_opcode_IB_WC_RECV);
+    /// Masked compare and swap (`IB_WC_MASKED_COMP_SWAP`).
+    pub const MASKED_COMP_SWAP: Self = Self(bindings::ib_wc_opcode_IB_WC_MASKED_COMP_SWAP);
+    /// Masked fetch and add (`IB_WC_MASKED_FETCH_ADD`).
+    pub const MASKED_FETCH_ADD: Self = Self(bindings::ib_wc_opcode_IB_WC_MASKED_FETCH_ADD);
     /// Receive of an RDMA Write with immediate data (`IB_WC_RECV_RDMA_WITH_IMM`).
     pub const RECV_RDMA_WITH_IMM: Self = Self(bindings::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM);
 

@@ -332,6 +332,18 @@ impl<T: Driver> Device<T> {
     }
 }
 
+impl<T: Driver> AsRef<crate::device::Device> for Device<T> {
+    /// The device's embedded `struct device`, for the `dev_*!` log macros (messages read
+    /// `infiniband <name>: ...`, as those of `ibdev_*()` in C).
+    fn as_ref(&self) -> &crate::device::Device {
+        // SAFETY: `self.as_raw()` points to a live `ib_device` (type invariants), whose `dev`
+        // (in a union with `coredev`, which begins with it) `_ib_alloc_device()` initialised;
+        // the `ib_device` is freed only when the reference count of `dev` drops to zero, which
+        // it does not while `self` is alive.
+        unsafe { crate::device::Device::from_raw(&raw mut (*self.as_raw()).__bindgen_anon_1.dev) }
+    }
+}
+
 impl<T: Driver> Deref for Device<T> {
     type Target = T;
 

@@ -84,6 +84,33 @@ fn test_pattern(len: usize, seed: u8) -> Result<KVec<u8>> {
     Ok(v)
 }
 
+/// Applies `op` atomically to the 64-bit word at `ptr` and returns the word's value before
+/// (RFC 7306 atomics): a compare-and-exchange loop with full ordering, atomic with respect to
+/// the CPU's atomic operations on the word and to every other caller. Does not sleep.
+///
+/// # Safety
+///
+/// `ptr` is 8-byte aligned and valid for reads and writes of 8 bytes for the duration of the
+/// call, and is not memory Rust holds a reference to. Others may access the word concurrently
+/// only with atomic operations, or from user space or a device, which the kernel cannot stop.
+pub(crate) unsafe fn atomic_rmw_u64(ptr: *mut u64, mut op: impl FnMut(u64) -> u64) -> u64 {
+    use crate::sync::atomic::{
+        Atomic,
+        Full,
+        Relaxed, //
+    };
+    // SAFETY: Valid and aligned for the call (safety requirements); every access this kernel
+    // makes to it here is atomic.
+    let word = unsafe { Atomic::<u64>::from_ptr(ptr) };
+    let mut old = word.load(Relaxed);
+    loop {
+        match word.cmpxchg(old, op(old), Full) {
+            Ok(v) => return v,
+            Err(cur) => old = cur,
+        }
+    }
+}
+
 /// A `struct ib_mr` with the driver's [`Driver::Mr`] data.
 pub type Mr<T> = Object<T, MrKind>;
 

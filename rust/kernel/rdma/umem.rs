@@ -245,6 +245,41 @@ impl Umem {
         })
     }
 
+    /// Applies `op` atomically to the 64-bit word at region byte `off` and returns its value
+    /// before ([`super::mr::atomic_rmw_u64`], through a short-lived `kmap_local_page()`
+    /// mapping). Fails with `EACCES` if the pages were not pinned for writing, with `EINVAL`
+    /// if the word's user address is not 8-byte aligned or the word is not inside the region.
+    /// Does not sleep.
+    pub fn atomic_u64(&self, off: usize, op: impl FnMut(u64) -> u64) -> Result<u64> {
+        if !self.writable {
+            return Err(EACCES);
+        }
+        let end = off.checked_add(8).ok_or(EINVAL)?;
+        if end > self.len {
+            return Err(EINVAL);
+        }
+        // Cannot overflow: `self.offset + self.len` fits the page array (type invariant).
+        let pos = self.offset + off;
+        // The user address has the same offset into its page: an aligned word never crosses a
+        // page.
+        if pos & 7 != 0 {
+            return Err(EINVAL);
+        }
+        let page = self.page(pos >> PAGE_SHIFT).ok_or(EINVAL)?;
+        let in_page = pos & (PAGE_SIZE - 1);
+        // SAFETY: The page is pinned while `self` lives (type invariant).
+        let va = unsafe { bindings::kmap_local_page(page.as_ptr()) };
+        // SAFETY: `va` maps the whole page, `in_page + 8 <= PAGE_SIZE` and `in_page` is 8-byte
+        // aligned (`pos` is), so the word is valid and aligned for the call, and the page was
+        // pinned for writing (checked above), so it may be written. No Rust reference
+        // to user memory exists; user space may access the word concurrently, as it may while
+        // a hardware RDMA device performs an atomic on it.
+        let old = unsafe { super::mr::atomic_rmw_u64(va.cast::<u8>().add(in_page).cast(), op) };
+        // SAFETY: `va` was mapped just above, and nothing mapped since is still mapped.
+        unsafe { bindings::kunmap_local(va) };
+        Ok(old)
+    }
+
     /// Copies `len` received bytes of `skb`, starting at `skb_off`, into region bytes
     /// `[off, off + len)`, straight into the pinned pages (`skb_copy_bits()` through short-lived
     /// `kmap_local_page()` mappings): no staging buffer. Does not sleep.

@@ -202,6 +202,24 @@ pub struct RdmaTarget {
     pub rkey: u32,
 }
 
+/// The parameters of an atomic operation (`struct ib_atomic_wr`). The original value is
+/// returned to the work request's first SGE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AtomicParams {
+    /// Remote address of the 64-bit target.
+    pub remote_addr: u64,
+    /// Remote STag.
+    pub rkey: u32,
+    /// Compare value (compare and swap) or the value to add (fetch and add).
+    pub compare_add: u64,
+    /// Swap value (compare and swap).
+    pub swap: u64,
+    /// Compare mask (masked compare and swap), or the field boundaries (masked fetch and add).
+    pub compare_add_mask: u64,
+    /// Swap mask (masked compare and swap).
+    pub swap_mask: u64,
+}
+
 /// The parameters of a fast registration (`struct ib_reg_wr`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegParams {
@@ -280,6 +298,30 @@ impl SendWr {
                 Some(RdmaTarget {
                     remote_addr: r.remote_addr,
                     rkey: r.rkey,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Returns the parameters of the atomic opcodes (`IB_WR_ATOMIC_*` and
+    /// `IB_WR_MASKED_ATOMIC_*`), `None` for others.
+    pub fn atomic(&self) -> Option<AtomicParams> {
+        match self.opcode()? {
+            WrOpcode::AtomicCmpAndSwp
+            | WrOpcode::AtomicFetchAndAdd
+            | WrOpcode::MaskedAtomicCmpAndSwp
+            | WrOpcode::MaskedAtomicFetchAndAdd => {
+                // SAFETY: For these opcodes the consumer's contract is that the work request is
+                // the `wr` field (at offset 0) of a `struct ib_atomic_wr`.
+                let a = unsafe { &*self.as_raw().cast::<bindings::ib_atomic_wr>() };
+                Some(AtomicParams {
+                    remote_addr: a.remote_addr,
+                    rkey: a.rkey,
+                    compare_add: a.compare_add,
+                    swap: a.swap,
+                    compare_add_mask: a.compare_add_mask,
+                    swap_mask: a.swap_mask,
                 })
             }
             _ => None,

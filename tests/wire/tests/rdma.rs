@@ -1496,12 +1496,18 @@ fn imm_02_exactly_eight_bytes() {
         parse_err(cfg_all(false), &raw_fpdu(&raw, false)).code,
         TermCode::new(0, 2, 7)
     );
-    let mut raw = raw_untagged(c0(false, true), ctl(9), 0, 0, 1, 0);
-    raw.extend_from_slice(&[0u8; 7]);
-    assert_eq!(
-        parse_err(cfg_all(false), &raw_fpdu(&raw, false)).code,
-        TermCode::llp(LlpCode::FpduStart)
-    );
+    // Fewer than 8 bytes is the same error (D-02), not a framing error: the
+    // FPDU and its DDP header are whole.
+    for n in [0usize, 1, 7] {
+        let mut raw = raw_untagged(c0(false, true), ctl(9), 0, 0, 1, 0);
+        raw.extend_from_slice(&vec![0u8; n]);
+        let e = parse_err(cfg_all(false), &raw_fpdu(&raw, false));
+        assert_eq!(
+            (e.code, e.echo),
+            (TermCode::new(0, 2, 7), TermEcho::Ddp),
+            "{n}"
+        );
+    }
 }
 
 #[test]
@@ -1530,6 +1536,10 @@ fn imm_04_event_and_packing() {
     assert!(!Opcode::ImmData.is_solicited());
     assert_eq!(imm::from_verbs([1, 2, 3, 4]), [1, 2, 3, 4, 0, 0, 0, 0]);
     assert_eq!(imm::to_verbs([1, 2, 3, 4, 9, 9, 9, 9]), [1, 2, 3, 4]);
+    // Both hardware layouts of a 32-bit immediate in the 8-byte field.
+    assert_eq!(imm::to_verbs([1, 2, 3, 4, 0, 0, 0, 0]), [1, 2, 3, 4]);
+    assert_eq!(imm::to_verbs([0, 0, 0, 0, 1, 2, 3, 4]), [1, 2, 3, 4]);
+    assert_eq!(imm::to_verbs([0; 8]), [0; 4]);
 }
 
 #[test]

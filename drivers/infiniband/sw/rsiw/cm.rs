@@ -31,7 +31,8 @@
 use crate::{
     conn::{
         Conn,
-        ConnParams, //
+        ConnParams,
+        Endpoint, //
     },
     crc::KernelCrc32c,
     device::RsiwDevice,
@@ -392,7 +393,7 @@ impl WorkItem for Listener {
             match s.accept() {
                 Ok(new) => {
                     if let Err(e) = Cep::new_passive(&this, new) {
-                        pr_debug!("rsiw: cm: dropping a new connection: {:?}\n", e);
+                        pr_debug!("cm: dropping a new connection: {:?}\n", e);
                     }
                 }
                 Err(_) => return,
@@ -417,6 +418,20 @@ impl Listener {
 fn new_socket(addr: &SocketAddr) -> Result<TcpSocket> {
     let mut s = TcpSocket::new(Family::of(addr))?;
     s.reclassify(&THIS, &SOCK_CLASS_V4, &SOCK_CLASS_V6)?;
+    Ok(s)
+}
+
+/// A socket for an active connection from `laddr` to `raddr`, bound and not connected.
+fn active_socket(id: &CmId, laddr: &SocketAddr, raddr: &SocketAddr) -> Result<TcpSocket> {
+    let s = new_socket(raddr)?;
+    s.set_reuseaddr();
+    if matches!(raddr, SocketAddr::V6(_)) && id.afonly() {
+        s.set_v6only()?;
+    }
+    s.set_nodelay();
+    // As on the passive side: detect a peer that died silently.
+    s.set_keepalive();
+    s.bind(laddr)?;
     Ok(s)
 }
 
@@ -653,6 +668,18 @@ impl Callbacks for Cep {
     }
 }
 
+impl Endpoint for Cep {
+    fn disconnect(self: ArcBorrow<'_, Self>, abortive: bool) {
+        Self::raise(self, if abortive { ev::ABORT } else { ev::CLOSE });
+    }
+
+    /// The data path received the initiator's RTR (passive, peer-to-peer): the connection is
+    /// established.
+    fn rtr_received(self: ArcBorrow<'_, Self>) {
+        Self::raise(self, ev::RTR);
+    }
+}
+
 impl Cep {
     fn alloc(
         cm: &Arc<CmDev>,
@@ -716,13 +743,6 @@ impl Cep {
             self.as_arc_borrow(),
             if abortive { ev::ABORT } else { ev::CLOSE },
         );
-    }
-
-    /// The data path received the initiator's RTR (passive, peer-to-peer): the connection is
-    /// established. Any context.
-    #[allow(dead_code, reason = "called by the RX engine in peer-to-peer mode")]
-    pub(crate) fn rtr_received(self: &Arc<Self>) {
-        Self::raise(self.as_arc_borrow(), ev::RTR);
     }
 
     fn arm_timer(self: &Arc<Self>, g: &mut Inner, t: Delta) {
@@ -846,7 +866,7 @@ impl Cep {
         match status {
             ReadStatus::NeedMore => {}
             ReadStatus::Invalid(e) => {
-                pr_debug!("rsiw: cm: invalid MPA frame: {:?}\n", e);
+                pr_debug!("cm: invalid MPA frame: {:?}\n", e);
                 if self.active {
                     self.fail_connect(g, EPROTO);
                 } else {
@@ -980,7 +1000,7 @@ impl Cep {
                 self.close_locked(g, None);
             }
             InitiatorAction::Close(e) => {
-                pr_debug!("rsiw: cm: bad MPA Reply: {:?}\n", e);
+                pr_debug!("cm: bad MPA Reply: {:?}\n", e);
                 self.fail_connect(g, EPROTO);
             }
             InitiatorAction::Terminate(code) => {
@@ -990,7 +1010,7 @@ impl Cep {
                 pr_info!("cm: MPA Reply refused: {:?} ({:?})\n", code, hdr);
                 if let (Some(sock), false) = (g.sock.clone(), hdr.markers()) {
                     if let Err(e) = send_terminate(&sock, code, g.cfg.crc || hdr.crc()) {
-                        pr_debug!("rsiw: cm: Terminate not sent: {:?}\n", e);
+                        pr_debug!("cm: Terminate not sent: {:?}\n", e);
                     }
                 }
                 self.fail_connect(g, ECONNREFUSED);
@@ -1230,8 +1250,25 @@ fn raw_pd(reader: &FrameReader) -> Result<KVec<u8>> {
 /// Returns the local and remote address of `sock`, if connected.
 fn addrs(sock: Option<&TcpSocket>) -> (Option<SocketAddr>, Option<SocketAddr>) {
     match sock {
-        Some(s) => (s.local_addr().ok(), s.peer_addr().ok()),
+        Some(s) => (
+            s.local_addr().ok().map(unmapped),
+            s.peer_addr().ok().map(unmapped),
+        ),
         None => (None, None),
+    }
+}
+
+/// `addr` as iw_cm users expect it: an IPv4 connection accepted on a dual-stack IPv6 listener
+/// (an rdma_cm wildcard listener on `[::]`, as RTRS opens) has IPv4-mapped IPv6 socket
+/// addresses, which rdma_cm would look up as IPv6 addresses of the net device and refuse;
+/// they are reported as the IPv4 addresses they are, as hardware iWARP devices report them.
+fn unmapped(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V6(a) => match a.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(v4.into(), a.port()),
+            None => addr,
+        },
+        v4 => v4,
     }
 }
 
@@ -1326,17 +1363,8 @@ pub(crate) fn connect(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>
     }
     let laddr = id.mapped_local_addr()?;
     let raddr = id.mapped_remote_addr()?;
-    let s = new_socket(&raddr)?;
-    s.set_reuseaddr();
-    if matches!(raddr, SocketAddr::V6(_)) && id.afonly() {
-        s.set_v6only()?;
-    }
-    s.set_nodelay();
-    // As on the passive side: detect a peer that died silently.
-    s.set_keepalive();
-    s.bind(&laddr)?;
+    let mut sock = Arc::new(active_socket(id, &laddr, &raddr)?, GFP_KERNEL)?;
     let cep = Cep::alloc(cm, true, 0, cfg)?;
-    let sock = Arc::new(s, GFP_KERNEL)?;
     let reader = KBox::new(FrameReader::new(FrameKind::Reply), GFP_KERNEL)?;
     let mut req_pd = KVec::new();
     req_pd.extend_from_slice(pd, GFP_KERNEL)?;
@@ -1348,7 +1376,25 @@ pub(crate) fn connect(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>
     g.reader = Some(reader);
     g.req_pd = req_pd;
     g.sock = Some(sock.clone());
-    let r = sock.attach(cep.clone()).and_then(|()| sock.connect(&raddr));
+    let mut r = sock.attach(cep.clone()).and_then(|()| sock.connect(&raddr));
+    if r == Err(EADDRNOTAVAIL) && laddr.port() != 0 {
+        // The connection's TCP 4-tuple is taken. The rdma_cm lets ids with SO_REUSEADDR share
+        // a port: RTRS binds each connection of a path to the address and port of its first
+        // one, which TCP cannot give twice to the same peer; an earlier connection from the
+        // port can also be in TIME-WAIT. Connect from an ephemeral port of the same address
+        // instead; the events carry the socket's own addresses, so the rdma_cm learns it.
+        sock.detach();
+        let mut any = laddr;
+        any.set_port(0);
+        r = active_socket(id, &any, &raddr)
+            .and_then(|s| Arc::new(s, GFP_KERNEL).map_err(Error::from))
+            .and_then(|s| {
+                sock = s;
+                g.sock = Some(sock.clone());
+                sock.attach(cep.clone())
+            })
+            .and_then(|()| sock.connect(&raddr));
+    }
     match r {
         Ok(c) => {
             cep.arm_timer(&mut g, REPLY_TIMEOUT);
@@ -1392,12 +1438,12 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
     let cep = passive_cep(dev, id)?;
     let mut g = cep.inner.lock();
     if g.state != State::RecvdRequest {
-        pr_info!("cm: accept in state {:?}\n", g.state);
+        dev_info!(dev, "cm: accept in state {:?}\n", g.state);
         return Err(ECONNRESET);
     }
     let (ird, ord) = (param.ird(), param.ord());
     let fail = |cep: &Arc<Cep>, g: &mut Inner, e: Error| {
-        pr_info!("cm: accept failed: {:?}\n", e);
+        dev_info!(dev, "cm: accept failed: {:?}\n", e);
         cep.close_locked(g, None);
         Err(e)
     };
@@ -1443,7 +1489,8 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
             enhanced,
             reason,
         } => {
-            pr_info!(
+            dev_info!(
+                dev,
                 "cm: accept refused: {:?} (request {:?}, ird {} ord {})\n",
                 reason,
                 hdr,
@@ -1456,7 +1503,7 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
             return fail(&cep, &mut g, EINVAL);
         }
         ResponderAction::Close(e) => {
-            pr_info!("cm: accept refused: bad request {:?}\n", e);
+            dev_info!(dev, "cm: accept refused: bad request {:?}\n", e);
             return fail(&cep, &mut g, EINVAL);
         }
     };
@@ -1506,7 +1553,8 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
 pub(crate) fn reject(dev: &Device<RsiwDevice>, id: &CmId, pdata: &[u8]) -> Result {
     let cep = passive_cep(dev, id)?;
     let mut g = cep.inner.lock();
-    pr_info!(
+    dev_info!(
+        dev,
         "cm: reject ({} bytes of private data) in state {:?}\n",
         pdata.len(),
         g.state

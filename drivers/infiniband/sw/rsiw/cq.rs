@@ -20,6 +20,7 @@ use crate::{
         self,
         op,
         status,
+        Completion,
         Cqe, //
     },
 };
@@ -76,23 +77,6 @@ pub(crate) struct RsiwCq {
     user: bool,
     #[pin]
     state: SpinLockIrq<CqState>,
-}
-
-/// A completion to post to a CQ.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Completion {
-    /// The work request id.
-    pub(crate) id: u64,
-    /// The `SIW_OP_*` opcode of the work request.
-    pub(crate) opcode: u8,
-    /// The `SIW_WC_*` status.
-    pub(crate) status: u16,
-    /// Bytes transferred.
-    pub(crate) bytes: u32,
-    /// Invalidated STag (sets `SIW_WQE_REM_INVAL`), for received Send with Invalidate.
-    pub(crate) inval_stag: Option<u32>,
-    /// Whether the work request was solicited (a solicited receive).
-    pub(crate) solicited: bool,
 }
 
 /// The `siw_cq_ctrl` offset after the last CQE.
@@ -180,17 +164,28 @@ impl RsiwCq {
                 return Err(ENOMEM);
             }
             let mut fl = wqe::flags::VALID as u8;
-            let imm = match c.inval_stag {
+            let mut imm = match c.inval_stag {
                 Some(s) => {
                     fl |= wqe::flags::REM_INVAL as u8;
                     u64::from(s)
                 }
                 None => 0,
             };
+            // A user CQ sees only what the siw ABI defines (the stock provider indexes its
+            // opcode table unchecked and ignores the immediate).
+            let opcode = if this.user {
+                op::for_user(c.opcode)
+            } else {
+                if let Some(v) = c.imm {
+                    fl |= wqe::flags::WITH_IMM as u8;
+                    imm = u64::from(v);
+                }
+                c.opcode
+            };
             let cqe = Cqe {
                 id: c.id,
                 flags: 0,
-                opcode: c.opcode,
+                opcode,
                 status: c.status,
                 bytes: c.bytes,
                 imm_data: imm,
@@ -203,7 +198,7 @@ impl RsiwCq {
             let st16 = c.status.to_ne_bytes();
             slot.store_release_u32(
                 wqe::FLAGS_OFFSET,
-                u32::from_ne_bytes([fl, c.opcode, st16[0], st16[1]]),
+                u32::from_ne_bytes([fl, opcode, st16[0], st16[1]]),
             )?;
             st.put = put.wrapping_add(1);
             this.notify_now(c.solicited)
@@ -270,10 +265,15 @@ impl RsiwCq {
 /// are sanitised (`siw_reap_cqe()`).
 fn to_wc(cqe: &Cqe, qp: Option<QpToken>) -> WorkCompletion {
     let opcode = match cqe.opcode {
-        op::WRITE => Some(WcOpcode::RDMA_WRITE),
+        op::WRITE | op::WRITE_WITH_IMM => Some(WcOpcode::RDMA_WRITE),
         op::READ | op::READ_LOCAL_INV => Some(WcOpcode::RDMA_READ),
         op::SEND | op::SEND_WITH_IMM | op::SEND_REMOTE_INV => Some(WcOpcode::SEND),
+        op::FETCH_AND_ADD => Some(WcOpcode::FETCH_ADD),
+        op::COMP_AND_SWAP => Some(WcOpcode::COMP_SWAP),
+        op::MASKED_FETCH_AND_ADD => Some(WcOpcode::MASKED_FETCH_ADD),
+        op::MASKED_COMP_AND_SWAP => Some(WcOpcode::MASKED_COMP_SWAP),
         op::RECEIVE => Some(WcOpcode::RECV),
+        op::RECV_WRITE_IMM => Some(WcOpcode::RECV_RDMA_WITH_IMM),
         op::INVAL_STAG => Some(WcOpcode::LOCAL_INV),
         op::REG_MR => Some(WcOpcode::REG_MR),
         _ => None,
@@ -296,6 +296,7 @@ fn to_wc(cqe: &Cqe, qp: Option<QpToken>) -> WorkCompletion {
         _ => (WcOpcode::SEND, WcStatus::GENERAL_ERR),
     };
     let inval = u16::from(cqe.flags) & wqe::flags::REM_INVAL != 0;
+    let imm = u16::from(cqe.flags) & wqe::flags::WITH_IMM != 0;
     WorkCompletion {
         wr_id: cqe.id,
         status: st,
@@ -303,7 +304,7 @@ fn to_wc(cqe: &Cqe, qp: Option<QpToken>) -> WorkCompletion {
         vendor_err: 0,
         byte_len: cqe.bytes,
         qp,
-        imm_data: None,
+        imm_data: imm.then_some(cqe.imm_data as u32),
         invalidate_rkey: if inval {
             Some(cqe.imm_data as u32)
         } else {

@@ -226,13 +226,16 @@ pub(crate) struct RsiwDevice {
     qp_table: QpTable,
     /// The connection manager: listeners, connection endpoints and their work queue.
     pub(crate) cm: cm::DeviceCm,
+    /// RFC 7306 atomics and immediate data are on (the `rfc7306` module parameter when the
+    /// device was added: ib_core caches the attributes that advertise them).
+    rfc7306: bool,
 }
 
 /// Every QP of a device by number, each with a reference.
 type QpTable = Pin<KBox<SpinLock<RBTree<u32, ARef<Qp<RsiwDevice>>>>>>;
 
 impl RsiwDevice {
-    fn new(mac: [u8; ETH_ALEN], part_id: u32) -> Result<Self> {
+    fn new(mac: [u8; ETH_ALEN], part_id: u32, rfc7306: bool) -> Result<Self> {
         Ok(Self {
             part_id,
             guid: eui48_to_guid(mac),
@@ -248,7 +251,13 @@ impl RsiwDevice {
             mem: MemTable::new()?,
             qp_table: KBox::pin_init(new_spinlock!(RBTree::new(), "rsiw_qp_table"), GFP_KERNEL)?,
             cm: cm::DeviceCm::new()?,
+            rfc7306,
         })
+    }
+
+    /// Whether RFC 7306 atomics and immediate data are on.
+    pub(crate) fn rfc7306(&self) -> bool {
+        self.rfc7306
     }
 
     /// Returns a reference to the QP numbered `qpn`, if it exists. Any context.
@@ -257,7 +266,6 @@ impl RsiwDevice {
     }
 
     /// Returns the STag table, for the data path's access checks.
-    #[allow(dead_code, reason = "the data path (next issue) uses it")]
     pub(crate) fn mem(&self) -> &MemTable {
         &self.mem
     }
@@ -326,8 +334,17 @@ impl Driver for RsiwDevice {
             max_qp_rd_atom: limits::MAX_ORD,
             max_res_rd_atom: limits::MAX_QP.saturating_mul(limits::MAX_IRD),
             max_qp_init_rd_atom: limits::MAX_IRD,
-            atomic_cap: AtomicCap::None,
-            masked_atomic_cap: AtomicCap::None,
+            // A real 64-bit atomic on the mapped word: atomic against the CPU too (T-10).
+            atomic_cap: if dev.rfc7306 {
+                AtomicCap::Glob
+            } else {
+                AtomicCap::None
+            },
+            masked_atomic_cap: if dev.rfc7306 {
+                AtomicCap::Glob
+            } else {
+                AtomicCap::None
+            },
             max_mw: limits::MAX_MW,
             max_srq: limits::MAX_SRQ,
             max_srq_wr: limits::MAX_SRQ_WR,
@@ -699,7 +716,8 @@ impl LinkOps for RsiwLink {
         let mac = ndev.mac_address().unwrap_or_else(random_ether_addr);
         let part_id = NEXT_PART_ID.fetch_add(1, Relaxed);
 
-        let mut dev = UnregisteredDevice::new(link, RsiwDevice::new(mac, part_id)?)?;
+        let rfc7306 = crate::module_parameters::rfc7306.value();
+        let mut dev = UnregisteredDevice::new(link, RsiwDevice::new(mac, part_id, rfc7306)?)?;
         dev.set_node_type(NodeType::Rnic);
         dev.set_node_guid(eui48_to_guid(mac));
         dev.set_node_desc(limits::NODE_DESC);
@@ -736,7 +754,12 @@ impl notifier::Handler for NetdevEvents {
                 dev.dispatch_port_event(limits::PORT, EventType::GID_CHANGE);
             }
             // The MTU is read from the net device on every query_port; nothing is cached.
-            Event::CHANGEMTU => pr_debug!("rsiw: MTU of a port changed to {}\n", ndev.mtu()),
+            Event::CHANGEMTU => dev_dbg!(
+                &*dev,
+                "MTU of port {} changed to {}\n",
+                limits::PORT,
+                ndev.mtu()
+            ),
             _ => {}
         }
     }

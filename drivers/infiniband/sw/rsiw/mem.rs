@@ -50,8 +50,6 @@
 //!
 //! Memory windows are not implemented (`max_mw = 0`), so no region is ever bound to one.
 
-#![allow(dead_code, reason = "the data path (next issue) uses these")]
-
 use crate::{
     stag::{
         self,
@@ -264,16 +262,6 @@ impl<M: Deref<Target = Mem>> Placement<M> {
         &self.mem
     }
 
-    /// Returns the length of the checked range.
-    pub(crate) fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// Returns the offset of the checked range from the region's base.
-    pub(crate) fn offset(&self) -> u64 {
-        self.off
-    }
-
     /// Returns the offset into the region of `[at, at + n)` of the checked range.
     fn region_off(&self, at: u64, n: usize) -> Result<u64> {
         let n = u64::try_from(n).map_err(|_| EINVAL)?;
@@ -372,6 +360,69 @@ impl<M: Deref<Target = Mem>> Placement<M> {
         match &*guard {
             Some(umem) => umem.read(off, dst),
             None => Err(EOPNOTSUPP),
+        }
+    }
+}
+
+impl<M: Deref<Target = Mem>> Placement<M> {
+    /// Applies `op` atomically to the 64-bit word at `at` of the checked range, in the
+    /// region's memory as mapped, and returns its value before (RFC 7306 atomics, T-10): a
+    /// compare-and-exchange loop on the word, atomic against the CPU's atomics and every other
+    /// QP, under no lock of the driver's. Does not sleep.
+    ///
+    /// Fails with `EINVAL` if the word's address (the resolved address, not the TO: T-07) is
+    /// not 8-byte aligned, or the word is not in the checked range; otherwise as
+    /// [`Placement::write`].
+    pub(crate) fn atomic_u64(&self, at: u64, op: impl FnMut(u64) -> u64) -> Result<u64> {
+        let off = self.region_off(at, 8)?;
+        match self.mem.kind {
+            Kind::FastReg => {
+                let fr = self.mem.fr.lock();
+                return fr
+                    .as_ref()
+                    .ok_or(ENOENT)?
+                    .pages
+                    .atomic_u64(self.gen, off, op);
+            }
+            Kind::Dma => {
+                let addr = self.mem.base.checked_add(off).ok_or(EINVAL)?;
+                return self
+                    .mem
+                    .kva
+                    .as_ref()
+                    .ok_or(EOPNOTSUPP)?
+                    .atomic_u64(addr, op);
+            }
+            Kind::User => {}
+        }
+        let off = usize::try_from(off).map_err(|_| EINVAL)?;
+        let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
+        match &*guard {
+            Some(umem) => umem.atomic_u64(off, op),
+            None => Err(EOPNOTSUPP),
+        }
+    }
+}
+
+/// Where received payload bytes to place come from.
+pub(crate) enum Source<'a, 'b> {
+    /// The socket buffer, from an offset on.
+    Skb(&'a SkbData<'b>, usize),
+    /// A copy (the header copy a whole small FPDU is in).
+    Bytes(&'a [u8]),
+}
+
+impl<M: Deref<Target = Mem>> Placement<M> {
+    /// Writes `len` bytes of `src`, `from` bytes into it, at `at` of the checked range: from
+    /// the socket buffer ([`Placement::write_from_skb`]) or from a copy
+    /// ([`Placement::write`]).
+    pub(crate) fn put(&self, at: u64, src: &Source<'_, '_>, from: usize, len: usize) -> Result {
+        match src {
+            Source::Skb(skb, off) => self.write_from_skb(at, skb, off.saturating_add(from), len),
+            Source::Bytes(b) => {
+                let end = from.checked_add(len).ok_or(EINVAL)?;
+                self.write(at, b.get(from..end).ok_or(EINVAL)?)
+            }
         }
     }
 }
@@ -555,7 +606,7 @@ impl MemTable {
         if let Some(mem) = self.table.remove(stag::stag_index(mr.stag)) {
             if !Arc::ptr_eq(&mem, &mr.mem) {
                 // Cannot happen: an index names one region until it is removed here.
-                pr_err!("rsiw: STag table corrupted at {:#x}\n", mr.stag);
+                pr_err!("STag table corrupted at {:#x}\n", mr.stag);
             }
         }
         mr.mem.valid.store(false, Release);

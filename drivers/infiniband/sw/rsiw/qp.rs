@@ -16,8 +16,8 @@
 //!   the status to complete them with; the QP should then go to ERROR ([`RsiwQp::set_error`]).
 //! - [`RsiwQp::next_rqe`] takes the next RQE off the QP's receive queue or its SRQ, completed
 //!   with [`RsiwQp::complete_rq`].
-//! - [`RsiwQp::set_connected`] is the hook for the connection manager: it allows IDLE/RTR to
-//!   move to RTS.
+//! - [`RsiwQp::cm_establish`] is the hook for the connection manager: it moves IDLE/RTR to
+//!   RTS.
 
 use crate::{
     abi::{
@@ -25,10 +25,7 @@ use crate::{
         INVAL_UOBJ_KEY, //
     },
     conn::Conn,
-    cq::{
-        Completion,
-        RsiwCq, //
-    },
+    cq::RsiwCq,
     device::{
         self,
         RsiwDevice, //
@@ -51,13 +48,17 @@ use crate::{
     },
     wqe::{
         self,
+        build_rqe,
         check_rqe,
         check_sqe,
+        copy_sges,
         flags,
         op,
         status,
-        Invalid,
+        AtomicArgs,
+        Completion,
         Rqe,
+        SqCompletion,
         Sqe, //
     },
 };
@@ -67,10 +68,7 @@ use kernel::{
     rdma::{
         attr::Mtu,
         device::Device,
-        mr::{
-            AccessFlag,
-            AccessFlags, //
-        },
+        mr::AccessFlags,
         qp::{
             Qp,
             QpAttr,
@@ -89,7 +87,6 @@ use kernel::{
             RecvWr,
             SendWr,
             SendWrFlag,
-            Sges,
             WrOpcode, //
         },
     },
@@ -235,12 +232,27 @@ pub(crate) fn next_state(
     }
 }
 
+/// The `IB_ACCESS_*` flags a QP has until they are set with `modify_qp`: local write, remote
+/// write and remote read, as siw reports and as iw_cm grants.
+const DEFAULT_ACCESS: u32 = 0x7;
+
+/// `RsiwQp::access` before `modify_qp` set it.
+const ACCESS_UNSET: u32 = u32::MAX;
+
 /// Fixed attributes of a QP.
 #[derive(Clone, Copy)]
 struct Caps {
     sq_max_sge: u32,
     rq_max_sge: u32,
     sig_all: bool,
+}
+
+/// What [`RsiwQp::alloc`] prepares for a new QP.
+struct NewQp {
+    qp_num: u32,
+    caps: Caps,
+    sq: Ring<Sqe>,
+    rq: Option<Ring<Rqe>>,
 }
 
 /// Per-QP data.
@@ -278,9 +290,9 @@ pub(crate) struct RsiwQp {
     conn: RcuArc<Conn>,
 }
 
-/// Maps a kernel send opcode to the ring opcode (`siw_post_send()`), or `None` if rsiw (like
-/// `siw`) does not support it.
-fn sq_opcode(opcode: Option<WrOpcode>) -> Option<u8> {
+/// Maps a kernel send opcode to the ring opcode (`siw_post_send()`), or `None` if rsiw does
+/// not support it: like `siw`, plus the RFC 7306 operations when `rfc7306` is on.
+fn sq_opcode(opcode: Option<WrOpcode>, rfc7306: bool) -> Option<u8> {
     Some(match opcode? {
         WrOpcode::Send => op::SEND,
         WrOpcode::SendWithInv => op::SEND_REMOTE_INV,
@@ -289,6 +301,13 @@ fn sq_opcode(opcode: Option<WrOpcode>) -> Option<u8> {
         WrOpcode::RdmaReadWithInv => op::READ_LOCAL_INV,
         WrOpcode::LocalInv => op::INVAL_STAG,
         WrOpcode::RegMr => op::REG_MR,
+        _ if !rfc7306 => return None,
+        WrOpcode::SendWithImm => op::SEND_WITH_IMM,
+        WrOpcode::RdmaWriteWithImm => op::WRITE_WITH_IMM,
+        WrOpcode::AtomicFetchAndAdd => op::FETCH_AND_ADD,
+        WrOpcode::AtomicCmpAndSwp => op::COMP_AND_SWAP,
+        WrOpcode::MaskedAtomicFetchAndAdd => op::MASKED_FETCH_AND_ADD,
+        WrOpcode::MaskedAtomicCmpAndSwp => op::MASKED_COMP_AND_SWAP,
         _ => return None,
     })
 }
@@ -339,30 +358,16 @@ fn check_send_keys(qp: &Qp<RsiwDevice>, w: &SendWr, sqe: &mut Sqe) -> Result {
         op::INVAL_STAG => dev.mem().check_local_stag(pd, sqe.rkey),
         _ if sqe.flags & flags::INLINE != 0 => Ok(()),
         opcode => {
-            let need = if opcode == op::READ || opcode == op::READ_LOCAL_INV {
-                Rights::LOCAL_WRITE
-            } else {
-                Rights::LOCAL_READ
-            };
+            let need =
+                if opcode == op::READ || opcode == op::READ_LOCAL_INV || op::is_atomic(opcode) {
+                    Rights::LOCAL_WRITE
+                } else {
+                    Rights::LOCAL_READ
+                };
             let n = usize::from(sqe.num_sge);
             check_lkeys(qp, sqe.sge.get(..n).ok_or(EINVAL)?, need)
         }
     }
-}
-
-/// Copies the SGEs of a kernel work request into a ring element; returns how many were
-/// copied. `src` was bounded by the queue's SGE limit, which fits `dst`.
-fn copy_sges(dst: &mut [wqe::Sge], src: Sges<'_>) -> Result<u8> {
-    let mut n: u8 = 0;
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = wqe::Sge {
-            laddr: s.addr,
-            length: s.length,
-            lkey: s.lkey,
-        };
-        n = n.checked_add(1).ok_or(EINVAL)?;
-    }
-    Ok(n)
 }
 
 impl RsiwQp {
@@ -375,7 +380,12 @@ impl RsiwQp {
         let res = Self::alloc(dev, attr, udata);
         let user = udata.is_some();
         pin_init::pin_init_scope(move || {
-            let (qp_num, caps, sq, rq) = res?;
+            let NewQp {
+                qp_num,
+                caps,
+                sq,
+                rq,
+            } = res?;
             Ok(try_pin_init!(Self {
                 qp_num,
                 user,
@@ -385,7 +395,7 @@ impl RsiwQp {
                 state: Atomic::new(QpState::Idle as u32),
                 ord: Atomic::new(0),
                 ird: Atomic::new(0),
-                access: Atomic::new(0),
+                access: Atomic::new(ACCESS_UNSET),
                 connected: Atomic::new(0),
                 modify <- new_mutex!(()),
                 sq_put <- new_spinlock_irq!(0, "rsiw_sq"),
@@ -397,12 +407,12 @@ impl RsiwQp {
         })
     }
 
-    #[allow(clippy::type_complexity)]
+    /// Checks the attributes, takes a QP slot, allocates the rings and reports them.
     fn alloc(
         dev: &Device<RsiwDevice>,
         attr: &mut QpInitAttr,
         udata: Option<&Udata>,
-    ) -> Result<(u32, Caps, Ring<Sqe>, Option<Ring<Rqe>>)> {
+    ) -> Result<NewQp> {
         if attr.create_flags() != QpCreateFlags::empty() {
             return Err(EOPNOTSUPP);
         }
@@ -473,7 +483,12 @@ impl RsiwQp {
             rq_max_sge: cap.max_recv_sge,
             sig_all,
         };
-        Ok((qp_num, caps, sq, rq))
+        Ok(NewQp {
+            qp_num,
+            caps,
+            sq,
+            rq,
+        })
     }
 
     /// Returns the QP number.
@@ -481,15 +496,25 @@ impl RsiwQp {
         self.qp_num
     }
 
+    /// The remote rights the QP grants (its `IB_ACCESS_*` flags: remote write, read and
+    /// atomic), which every inbound request must have besides the region's.
+    ///
+    /// Flags that grant no remote right at all count as remote write and read, the rights a
+    /// QP has before its flags are set, as `siw` reports: an rdma_cm user's QP on the active
+    /// side keeps the flags 0 that librdmacm gives it when it creates the QP (it applies
+    /// iw_cm's flags only on the passive side; the kernel's rdma_cm applies them on both), and
+    /// must still take Reads and Writes. Remote atomic access is never implied.
+    pub(crate) fn remote_rights(&self) -> Rights {
+        let remote = Rights::REMOTE_WRITE.0 | Rights::REMOTE_READ.0 | Rights::REMOTE_ATOMIC.0;
+        match self.access.load(Relaxed) & remote {
+            0 => Rights(DEFAULT_ACCESS & remote),
+            a => Rights(a),
+        }
+    }
+
     /// Returns the current state.
     pub(crate) fn state(&self) -> QpState {
         QpState::from_u32(self.state.load(Relaxed))
-    }
-
-    /// Attaches (or detaches) a connection: the hook for the connection manager.
-    #[allow(dead_code)]
-    pub(crate) fn set_connected(&self, connected: bool) {
-        self.connected.store(u32::from(connected), Relaxed);
     }
 
     /// Installs the data path of a new connection ([`Conn::new`]). Process context.
@@ -521,9 +546,7 @@ impl RsiwQp {
         let this: &RsiwQp = qp;
         let conn = this.conn.replace(None);
         if let Some(c) = conn {
-            if let Some(cep) = c.cep() {
-                cep.disconnect(true);
-            }
+            c.disconnect(true);
             c.stop();
         }
     }
@@ -574,9 +597,7 @@ impl RsiwQp {
             }
             if act.drop_conn || state == QpState::Error {
                 if let Some(c) = this.conn() {
-                    if let Some(cep) = c.cep() {
-                        cep.disconnect(state != QpState::Closing);
-                    }
+                    c.disconnect(state != QpState::Closing);
                     // The TX engine flushes what it holds once it sees ERROR.
                     Conn::kick(c.as_arc_borrow());
                 }
@@ -586,7 +607,6 @@ impl RsiwQp {
     }
 
     /// Moves the QP to ERROR and flushes its queues (for the data path on fatal errors).
-    #[allow(dead_code)]
     pub(crate) fn set_error(qp: &Qp<RsiwDevice>) {
         let this: &RsiwQp = qp;
         let _g = this.modify.lock();
@@ -631,6 +651,11 @@ impl RsiwQp {
             .map(|n| n.mtu())
             .ok_or(ENODEV)?;
         let access = this.access.load(Relaxed);
+        let access = if access == ACCESS_UNSET {
+            DEFAULT_ACCESS
+        } else {
+            access
+        };
         Ok(QpQuery {
             state: this.state().to_ib(),
             cap: QpCap {
@@ -643,31 +668,15 @@ impl RsiwQp {
             path_mtu: Mtu::from_bytes(mtu),
             max_rd_atomic: this.ord.load(Relaxed) as u8,
             max_dest_rd_atomic: this.ird.load(Relaxed) as u8,
-            // Local write, remote write and remote read, as siw reports, unless set.
-            qp_access_flags: if access != 0 {
-                AccessFlags::from_raw(access)
-            } else {
-                AccessFlag::LocalWrite | AccessFlag::RemoteWrite | AccessFlag::RemoteRead
-            },
+            qp_access_flags: AccessFlags::from_raw(access),
             sq_sig_all: this.caps.sig_all,
         })
     }
 
     /// Completes a send queue work request into the send CQ.
-    pub(crate) fn complete_sq(qp: &Qp<RsiwDevice>, id: u64, opcode: u8, st: u16, bytes: u32) {
+    pub(crate) fn complete_sq(qp: &Qp<RsiwDevice>, c: SqCompletion) {
         if let Some(cq) = qp.send_cq() {
-            let _ = RsiwCq::complete(
-                cq,
-                qp,
-                &Completion {
-                    id,
-                    opcode,
-                    status: st,
-                    bytes,
-                    inval_stag: None,
-                    solicited: false,
-                },
-            );
+            let _ = RsiwCq::complete(cq, qp, &c.into());
         }
     }
 
@@ -689,7 +698,8 @@ impl RsiwQp {
             if !this.sq.take_into(&this.sq_get, &mut s) {
                 break;
             }
-            Self::complete_sq(qp, s.id, sanitise_opcode(s.opcode), status::WR_FLUSH_ERR, 0);
+            let op = sanitise_opcode(s.opcode);
+            Self::complete_sq(qp, SqCompletion::new(s.id, op, status::WR_FLUSH_ERR, 0));
         }
     }
 
@@ -722,18 +732,21 @@ impl RsiwQp {
         match this.state() {
             QpState::Error => {
                 // ERROR is final: complete every WR as flushed, so `ib_drain_qp()` finishes.
+                let ext = qp.device().rfc7306();
                 for w in wr.iter() {
-                    let Some(opcode) = sq_opcode(w.opcode()) else {
+                    let Some(opcode) = sq_opcode(w.opcode(), ext) else {
                         return Err((EINVAL, w));
                     };
-                    Self::complete_sq(qp, w.wr_id(), opcode, status::WR_FLUSH_ERR, 0);
+                    let c = SqCompletion::new(w.wr_id(), opcode, status::WR_FLUSH_ERR, 0);
+                    Self::complete_sq(qp, c);
                 }
                 Ok(())
             }
             QpState::Rts => {
                 let mut queued = false;
+                let ext = qp.device().rfc7306();
                 let res = wr.iter().try_for_each(|w| {
-                    let mut sqe = this.build_sqe(w).map_err(|e| (e, w))?;
+                    let mut sqe = this.build_sqe(w, ext).map_err(|e| (e, w))?;
                     check_send_keys(qp, w, &mut sqe).map_err(|e| (e, w))?;
                     let mut put_guard = this.sq_put.lock();
                     let put = *put_guard;
@@ -758,9 +771,10 @@ impl RsiwQp {
         }
     }
 
-    /// Converts a kernel send work request into a validated SQE.
-    fn build_sqe(&self, w: &SendWr) -> Result<Sqe> {
-        let opcode = sq_opcode(w.opcode()).ok_or(EINVAL)?;
+    /// Converts a kernel send work request into a validated SQE; the RFC 7306 operations only
+    /// if `rfc7306` is on.
+    fn build_sqe(&self, w: &SendWr, rfc7306: bool) -> Result<Sqe> {
+        let opcode = sq_opcode(w.opcode(), rfc7306).ok_or(EINVAL)?;
         let sf = w.send_flags();
         let mut sqe = Sqe {
             id: w.wr_id(),
@@ -783,17 +797,47 @@ impl RsiwQp {
                 sqe.rkey = reg.key;
                 sqe.sge[0].length = u32::from(reg.access);
             }
+            o if op::is_atomic(o) => {
+                let a = w.atomic().ok_or(EINVAL)?;
+                sqe.raddr = a.remote_addr;
+                sqe.rkey = a.rkey;
+                // The original value goes to the one SGE (8 bytes, checked below).
+                if w.num_sge() != 1 {
+                    return Err(EINVAL);
+                }
+                sqe.num_sge = copy_sges(&mut sqe.sge, w.sges(1)?)?;
+                AtomicArgs {
+                    compare_add: a.compare_add,
+                    swap: a.swap,
+                    compare_add_mask: a.compare_add_mask,
+                    swap_mask: a.swap_mask,
+                }
+                .to_sqe(&mut sqe);
+            }
             _ => {
                 if let Some(t) = w.rdma() {
                     sqe.raddr = t.remote_addr;
                     sqe.rkey = t.rkey;
                 }
-                if opcode == op::SEND_REMOTE_INV {
-                    sqe.rkey = w.invalidate_rkey();
+                match opcode {
+                    op::SEND_REMOTE_INV => sqe.rkey = w.invalidate_rkey(),
+                    op::SEND_WITH_IMM => sqe.rkey = w.imm_data(),
+                    _ => {}
                 }
-                if sf.contains(SendWrFlag::Inline) && (opcode == op::SEND || opcode == op::WRITE) {
+                let write_imm = opcode == op::WRITE_WITH_IMM;
+                let inline_ok = matches!(
+                    opcode,
+                    op::SEND | op::WRITE | op::SEND_WITH_IMM | op::WRITE_WITH_IMM
+                );
+                if sf.contains(SendWrFlag::Inline) && inline_ok {
                     let mut data = [0u8; wqe::MAX_INLINE];
-                    let len = w.copy_inline(&mut data, self.caps.sq_max_sge)?;
+                    let room = if write_imm {
+                        wqe::MAX_INLINE_WRITE_IMM
+                    } else {
+                        wqe::MAX_INLINE
+                    };
+                    let len =
+                        w.copy_inline(data.get_mut(..room).ok_or(EINVAL)?, self.caps.sq_max_sge)?;
                     sqe.flags |= flags::INLINE;
                     sqe.num_sge = 1;
                     sqe.sge[0].length = len as u32;
@@ -808,10 +852,16 @@ impl RsiwQp {
                             return Err(EINVAL);
                         }
                         limits::MAX_SGE_RD
+                    } else if write_imm {
+                        // The immediate takes the last SGE slot.
+                        self.caps.sq_max_sge.min(wqe::imm_slot() as u32)
                     } else {
                         self.caps.sq_max_sge
                     };
                     sqe.num_sge = copy_sges(&mut sqe.sge, w.sges(max)?)?;
+                }
+                if write_imm {
+                    sqe.sge[wqe::imm_slot()].lkey = w.imm_data();
                 }
             }
         }
@@ -865,9 +915,13 @@ impl RsiwQp {
             _ => {}
         }
         let pd = qp_pd(qp).map_err(|e| (e, wr))?;
+        let mem = qp.device().mem();
         let mut put_guard = this.rq_put.lock();
         for w in wr.iter() {
-            let rqe = build_rqe(w, this.caps.rq_max_sge, qp.device(), pd).map_err(|e| (e, w))?;
+            let rqe = build_rqe(w, this.caps.rq_max_sge, |s| {
+                mem.check_lkey(pd, s, Rights::LOCAL_WRITE)
+            })
+            .map_err(|e| (e, w))?;
             let put = *put_guard;
             if rq.flags(put) != 0 {
                 return Err((ENOMEM, w));
@@ -882,17 +936,21 @@ impl RsiwQp {
     /// Takes the next SQE off the send queue for the TX engine: copied once into `sqe`, then
     /// validated.
     ///
-    /// Returns `None` if the queue is empty, `Some(Err((id, opcode, status)))` for an invalid
-    /// SQE (already released; complete it with that status and move the QP to ERROR).
-    #[allow(dead_code)]
-    pub(crate) fn next_sqe(&self, sqe: &mut Sqe) -> Option<Result<(), (u64, u8, u16)>> {
+    /// Returns `None` if the queue is empty, `Some(Err(completion))` for an invalid SQE
+    /// (already released; complete it so and move the QP to ERROR).
+    pub(crate) fn next_sqe(&self, sqe: &mut Sqe) -> Option<Result<(), SqCompletion>> {
         // Into the caller's buffer: the 120 bytes are not moved again.
         if !self.sq.take_into(&self.sq_get, sqe) {
             return None;
         }
         Some(match check_sqe(sqe, self.caps.sq_max_sge, self.user) {
             Ok(_) => Ok(()),
-            Err(e) => Err((sqe.id, sanitise_opcode(sqe.opcode), e.status())),
+            Err(e) => Err(SqCompletion::new(
+                sqe.id,
+                sanitise_opcode(sqe.opcode),
+                e.status(),
+                0,
+            )),
         })
     }
 
@@ -903,8 +961,8 @@ impl RsiwQp {
     }
 
     /// Takes the next RQE off the receive queue (or the SRQ) for the RX engine, validated.
-    #[allow(dead_code)]
-    pub(crate) fn next_rqe(qp: &Qp<RsiwDevice>, rqe: &mut Rqe) -> Option<Result<(), (u64, u16)>> {
+    /// An invalid RQE comes back as its error completion.
+    pub(crate) fn next_rqe(qp: &Qp<RsiwDevice>, rqe: &mut Rqe) -> Option<Result<(), Completion>> {
         let this: &RsiwQp = qp;
         if let Some(srq) = qp.srq() {
             return RsiwSrq::next_rqe(srq).map(|r| r.map(|e| *rqe = e));
@@ -916,48 +974,14 @@ impl RsiwQp {
         }
         Some(match check_rqe(rqe, this.caps.rq_max_sge) {
             Ok(_) => Ok(()),
-            Err(e) => Err((rqe.id, e.status())),
+            Err(e) => Err(Completion::recv(rqe.id, e.status())),
         })
     }
 }
 
-/// Builds a validated RQE from a kernel receive work request posted to a QP or SRQ of `pd`:
-/// at most `max_sge` SGEs, each with an lkey of `pd` that grants local write
-/// ([`MemTable::check_lkey`]). Fails with `EINVAL`.
-///
-/// [`MemTable::check_lkey`]: crate::mem::MemTable::check_lkey
-pub(crate) fn build_rqe(
-    w: &RecvWr,
-    max_sge: u32,
-    dev: &Device<RsiwDevice>,
-    pd: PdId,
-) -> Result<Rqe> {
-    let mut rqe = Rqe {
-        id: w.wr_id(),
-        opcode: wqe::rq_opcode(),
-        ..Rqe::default()
-    };
-    rqe.num_sge = copy_sges(&mut rqe.sge, w.sges(max_sge)?)?;
-    check_rqe(&rqe, max_sge).map_err(|_: Invalid| EINVAL)?;
-    let mem = dev.mem();
-    rqe.sge
-        .get(..usize::from(rqe.num_sge))
-        .ok_or(EINVAL)?
-        .iter()
-        .try_for_each(|s| mem.check_lkey(pd, s, Rights::LOCAL_WRITE))?;
-    Ok(rqe)
-}
-
 /// The completion of a flushed receive.
 pub(crate) fn flushed_rqe(id: u64) -> Completion {
-    Completion {
-        id,
-        opcode: op::RECEIVE,
-        status: status::WR_FLUSH_ERR,
-        bytes: 0,
-        inval_stag: None,
-        solicited: false,
-    }
+    Completion::recv(id, status::WR_FLUSH_ERR)
 }
 
 /// Returns `opcode` if it is a valid `SIW_OP_*`, else `SIW_OP_SEND` (for completions of garbage

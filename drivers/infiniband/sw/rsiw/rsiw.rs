@@ -16,13 +16,19 @@ use kernel::{
 mod abi;
 mod batch;
 mod cm;
+mod completer;
 mod conn;
 mod cq;
 mod crc;
 mod device;
 mod limits;
 mod mem;
+mod msg;
+mod path;
 mod qp;
+mod recv;
+mod requester;
+mod responder;
 mod ring;
 mod rx;
 mod srq;
@@ -64,6 +70,10 @@ module! {
         fpdu_segments: u8 {
             default: 1,
             description: "TCP segments per FPDU: 1 sizes FPDUs to the MSS as RFC 5044 asks; up to 45 sends larger FPDUs (at most 64 KiB), which every receiver must take but not all place as fast",
+        },
+        rfc7306: bool {
+            default: false,
+            description: "RFC 7306 atomics and immediate data on devices added from now on: advertised (IB_ATOMIC_GLOB), posted by kernel ULPs, accepted from peers. Off by default: ULPs must not assume them (RFC 7306 1.1)",
         },
         relaxed_ird_negotiation: bool {
             default: true,

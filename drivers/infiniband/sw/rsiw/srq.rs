@@ -10,14 +10,16 @@ use crate::{
         RsiwDevice, //
     },
     limits,
-    qp::build_rqe,
     ring::{
         self,
         Ring, //
     },
+    stag::Rights,
     wqe::{
+        build_rqe,
         check_rqe,
         flags,
+        Completion,
         Rqe, //
     },
 };
@@ -173,9 +175,13 @@ impl RsiwSrq {
             return Err((EINVAL, wr));
         }
         let pd = srq.pd().map(device::pd_id).ok_or((EINVAL, wr))?;
+        let mem = srq.device().mem();
         let mut st = this.state.lock();
         for w in wr.iter() {
-            let rqe = build_rqe(w, this.max_sge, srq.device(), pd).map_err(|e| (e, w))?;
+            let rqe = build_rqe(w, this.max_sge, |s| {
+                mem.check_lkey(pd, s, Rights::LOCAL_WRITE)
+            })
+            .map_err(|e| (e, w))?;
             let put = st.put;
             if this.ring.flags(put) != 0 {
                 return Err((ENOMEM, w));
@@ -189,7 +195,7 @@ impl RsiwSrq {
 
     /// Takes the next RQE for the RX engine (`siw_rqe_get()` for SRQs): copied, validated, and
     /// raising the limit event when the SRQ runs low.
-    pub(crate) fn next_rqe(srq: &Srq<RsiwDevice>) -> Option<Result<Rqe, (u64, u16)>> {
+    pub(crate) fn next_rqe(srq: &Srq<RsiwDevice>) -> Option<Result<Rqe, Completion>> {
         let this: &RsiwSrq = srq;
         let (rqe, event) = {
             let mut st = this.state.lock();
@@ -212,7 +218,7 @@ impl RsiwSrq {
         }
         Some(match check_rqe(&rqe, this.max_sge) {
             Ok(_) => Ok(rqe),
-            Err(e) => Err((rqe.id, e.status())),
+            Err(e) => Err(Completion::recv(rqe.id, e.status())),
         })
     }
 }

@@ -14,8 +14,6 @@
 //! goes through it (via [`crate::mem::MemTable::check`]). It is pure, so the KUnit suite below
 //! covers it exhaustively.
 
-#![allow(dead_code, reason = "the data path (next issue) uses these")]
-
 use crate::wire::atomic::Fault;
 
 /// The number of bits of the key part of an STag.
@@ -61,6 +59,7 @@ impl Rights {
     /// Flush to global visibility (RDMA Flush, placement type global).
     pub(crate) const FLUSH_GLOBAL: Self = Self(1 << 8);
     /// Flush to persistence (RDMA Flush, placement type persistent).
+    #[expect(dead_code, reason = "the RDMA Flush responder checks it")]
     pub(crate) const FLUSH_PERSISTENT: Self = Self(1 << 9);
 
     /// Returns `true` if every right of `need` is in `self`.

@@ -9,7 +9,13 @@
 //! so a user rewriting the ring concurrently cannot change what the kernel checked.
 
 use crate::limits;
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    rdma::wr::{
+        RecvWr,
+        Sges, //
+    },
+};
 use zerocopy_derive::{
     Immutable,
     KnownLayout, //
@@ -91,6 +97,84 @@ pub(crate) struct Cqe {
     pub(crate) qp_id: u64,
 }
 
+/// A completion to post to a CQ.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Completion {
+    /// The work request id.
+    pub(crate) id: u64,
+    /// The `SIW_OP_*` opcode of the work request.
+    pub(crate) opcode: u8,
+    /// The `SIW_WC_*` status.
+    pub(crate) status: u16,
+    /// Bytes transferred.
+    pub(crate) bytes: u32,
+    /// Invalidated STag (sets `SIW_WQE_REM_INVAL`), for received Send with Invalidate.
+    pub(crate) inval_stag: Option<u32>,
+    /// Whether the work request was solicited (a solicited receive).
+    pub(crate) solicited: bool,
+    /// Immediate data (`__be32` as it was sent), for a receive that carried some.
+    pub(crate) imm: Option<u32>,
+}
+
+impl Completion {
+    /// The completion of receive `id` with `status` and no data.
+    pub(crate) const fn recv(id: u64, status: u16) -> Self {
+        Completion {
+            id,
+            opcode: op::RECEIVE,
+            status,
+            bytes: 0,
+            inval_stag: None,
+            solicited: false,
+            imm: None,
+        }
+    }
+}
+
+/// The completion of a send queue work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SqCompletion {
+    /// The work request id.
+    pub(crate) id: u64,
+    /// The `SIW_OP_*` opcode of the work request.
+    pub(crate) opcode: u8,
+    /// The `SIW_WC_*` status.
+    pub(crate) status: u16,
+    /// Bytes transferred.
+    pub(crate) bytes: u32,
+}
+
+impl SqCompletion {
+    /// A completion of work request `id`.
+    pub(crate) const fn new(id: u64, opcode: u8, status: u16, bytes: u32) -> Self {
+        Self {
+            id,
+            opcode,
+            status,
+            bytes,
+        }
+    }
+
+    /// The same work request, completed with `status` and no bytes (an error).
+    pub(crate) const fn failed(self, status: u16) -> Self {
+        Self::new(self.id, self.opcode, status, 0)
+    }
+}
+
+impl From<SqCompletion> for Completion {
+    fn from(c: SqCompletion) -> Self {
+        Completion {
+            id: c.id,
+            opcode: c.opcode,
+            status: c.status,
+            bytes: c.bytes,
+            inval_stag: None,
+            solicited: false,
+            imm: None,
+        }
+    }
+}
+
 /// The byte offset of the `flags` field in every element.
 pub(crate) const FLAGS_OFFSET: usize = 8;
 
@@ -118,6 +202,8 @@ pub(crate) mod flags {
     pub(crate) const READ_FENCE: u16 = 1 << 4;
     /// The completion reports an invalidated STag.
     pub(crate) const REM_INVAL: u16 = 1 << 5;
+    /// The completion carries immediate data (kernel CQs only: `IB_WC_WITH_IMM`).
+    pub(crate) const WITH_IMM: u16 = 1 << 6;
     /// Flags a send queue element may carry.
     pub(crate) const SQE_KNOWN: u16 = VALID | INLINE | SIGNALLED | SOLICITED | READ_FENCE;
     /// Flags a receive queue element may carry.
@@ -134,18 +220,113 @@ pub(crate) mod op {
     pub(crate) const READ_LOCAL_INV: u8 = 2;
     /// Send.
     pub(crate) const SEND: u8 = 3;
-    /// Send with immediate data (not supported by the ABI).
+    /// Send with immediate data (kernel only: the immediate in `rkey`).
     pub(crate) const SEND_WITH_IMM: u8 = 4;
     /// Send with Invalidate.
     pub(crate) const SEND_REMOTE_INV: u8 = 5;
+    /// Fetch and add (kernel only, see [`AtomicArgs`]).
+    pub(crate) const FETCH_AND_ADD: u8 = 6;
+    /// Compare and swap (kernel only, see [`AtomicArgs`]).
+    pub(crate) const COMP_AND_SWAP: u8 = 7;
     /// Receive (completions only).
     pub(crate) const RECEIVE: u8 = 8;
     /// Local invalidate (kernel only).
     pub(crate) const INVAL_STAG: u8 = 10;
     /// Fast registration (kernel only).
     pub(crate) const REG_MR: u8 = 11;
-    /// Number of opcodes (`SIW_NUM_OPCODES`).
+    /// Number of opcodes (`SIW_NUM_OPCODES`): the last one user space may see.
     pub(crate) const NUM: u8 = 12;
+
+    // Kernel QPs and CQs only, beyond the siw ABI (user rings never hold them).
+
+    /// RDMA Write with immediate data (the immediate in `sge[NUM_SGE - 1]`, see
+    /// [`super::imm_slot`]).
+    pub(crate) const WRITE_WITH_IMM: u8 = 12;
+    /// Masked fetch and add.
+    pub(crate) const MASKED_FETCH_AND_ADD: u8 = 13;
+    /// Masked compare and swap.
+    pub(crate) const MASKED_COMP_AND_SWAP: u8 = 14;
+    /// Receive of an RDMA Write with immediate data, or of Immediate Data alone (completions
+    /// only).
+    pub(crate) const RECV_WRITE_IMM: u8 = 15;
+
+    /// Whether `opcode` is one of the four atomics.
+    pub(crate) const fn is_atomic(opcode: u8) -> bool {
+        matches!(
+            opcode,
+            FETCH_AND_ADD | COMP_AND_SWAP | MASKED_FETCH_AND_ADD | MASKED_COMP_AND_SWAP
+        )
+    }
+
+    /// The opcode a user CQ reports for `opcode`: the kernel-only ones as their nearest siw
+    /// ABI opcode (the stock provider indexes a table of [`NUM`] entries with it).
+    pub(crate) const fn for_user(opcode: u8) -> u8 {
+        match opcode {
+            WRITE_WITH_IMM => WRITE,
+            MASKED_FETCH_AND_ADD => FETCH_AND_ADD,
+            MASKED_COMP_AND_SWAP => COMP_AND_SWAP,
+            RECV_WRITE_IMM => RECEIVE,
+            o if o < NUM => o,
+            _ => SEND,
+        }
+    }
+}
+
+/// The operands of an atomic send queue element, kept in the bytes of `sge[1..3]` (an atomic
+/// has one SGE, its 8-byte result buffer), in native byte order. Kernel QPs only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct AtomicArgs {
+    /// Compare value (compare and swap) or value to add (fetch and add).
+    pub(crate) compare_add: u64,
+    /// Swap value.
+    pub(crate) swap: u64,
+    /// Compare mask, or the field boundaries of a masked fetch and add.
+    pub(crate) compare_add_mask: u64,
+    /// Swap mask.
+    pub(crate) swap_mask: u64,
+}
+
+impl AtomicArgs {
+    /// Stores the operands into `sqe`.
+    pub(crate) fn to_sqe(self, sqe: &mut Sqe) {
+        let v = [
+            self.compare_add,
+            self.swap,
+            self.compare_add_mask,
+            self.swap_mask,
+        ];
+        if let Some(b) = sqe.sge.get_mut(1..3) {
+            for (d, x) in b.as_mut_bytes().chunks_exact_mut(8).zip(v) {
+                d.copy_from_slice(&x.to_ne_bytes());
+            }
+        }
+    }
+
+    /// Reads the operands back from `sqe`.
+    pub(crate) fn from_sqe(sqe: &Sqe) -> Self {
+        let mut v = [0u64; 4];
+        if let Some(b) = sqe.sge.get(1..3) {
+            for (x, s) in v.iter_mut().zip(b.as_bytes().chunks_exact(8)) {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(s);
+                *x = u64::from_ne_bytes(w);
+            }
+        }
+        let [compare_add, swap, compare_add_mask, swap_mask] = v;
+        Self {
+            compare_add,
+            swap,
+            compare_add_mask,
+            swap_mask,
+        }
+    }
+}
+
+/// Where an RDMA Write with immediate data keeps its immediate: the `lkey` of the last SGE,
+/// which it therefore cannot use (at most `NUM_SGE - 1` SGEs, or 64 bytes inline). Kernel QPs
+/// only.
+pub(crate) const fn imm_slot() -> usize {
+    NUM_SGE - 1
 }
 
 /// `SIW_WC_*` completion status (`enum siw_wc_status`).
@@ -174,6 +355,10 @@ pub(crate) mod status {
 
 /// Inline data capacity of an SQE (`SIW_MAX_INLINE`: `sge[1..]`).
 pub(crate) const MAX_INLINE: usize = core::mem::size_of::<Sge>() * (NUM_SGE - 1);
+
+/// Inline data capacity of an RDMA Write with immediate data: `sge[1..NUM_SGE - 1]`, the last
+/// slot holding the immediate ([`imm_slot`]).
+pub(crate) const MAX_INLINE_WRITE_IMM: usize = core::mem::size_of::<Sge>() * (NUM_SGE - 2);
 
 /// Why a work queue element was rejected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,6 +390,9 @@ pub(crate) fn sq_opcode_allowed(opcode: u8, user: bool) -> bool {
     match opcode {
         op::WRITE | op::READ | op::SEND | op::SEND_REMOTE_INV => true,
         op::READ_LOCAL_INV | op::INVAL_STAG | op::REG_MR => !user,
+        // RFC 7306: kernel QPs only (the siw ABI has no encoding for them).
+        op::SEND_WITH_IMM | op::WRITE_WITH_IMM => !user,
+        o if op::is_atomic(o) => !user,
         _ => false,
     }
 }
@@ -227,6 +415,28 @@ pub(crate) fn check_sqe(sqe: &Sqe, max_sge: u32, user: bool) -> Result<u32, Inva
                 return Err(Invalid::Flags);
             }
             return Ok(0);
+        }
+        // An atomic returns the original value to one 8-byte SGE.
+        o if op::is_atomic(o) => {
+            if n != 1 || sqe.flags & flags::INLINE != 0 {
+                return Err(Invalid::SgeCount);
+            }
+            if sqe.sge[0].length != 8 {
+                return Err(Invalid::Length);
+            }
+            return Ok(8);
+        }
+        // The immediate takes the last SGE slot.
+        op::WRITE_WITH_IMM => {
+            if sqe.flags & flags::INLINE != 0 {
+                if n != 1 || sqe.sge[0].length as usize > MAX_INLINE_WRITE_IMM {
+                    return Err(Invalid::Length);
+                }
+                return Ok(sqe.sge[0].length);
+            }
+            if n as usize > imm_slot() {
+                return Err(Invalid::SgeCount);
+            }
         }
         // The RDMA Read sink is a single SGE (`max_sge_rd`).
         op::READ | op::READ_LOCAL_INV => {
@@ -276,6 +486,46 @@ fn sum_len(sges: &[Sge]) -> Result<u32, Invalid> {
         .ok_or(Invalid::Length)
 }
 
+/// Copies the SGEs of a kernel work request into a ring element; returns how many were
+/// copied. `src` was bounded by the queue's SGE limit, which fits `dst`.
+pub(crate) fn copy_sges(dst: &mut [Sge], src: Sges<'_>) -> Result<u8> {
+    let mut n: u8 = 0;
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = Sge {
+            laddr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        };
+        n = n.checked_add(1).ok_or(EINVAL)?;
+    }
+    Ok(n)
+}
+
+/// Builds a validated RQE from a kernel receive work request posted to a QP or SRQ: at most
+/// `max_sge` SGEs, each passing `check_lkey` (an lkey of the queue's PD that grants local
+/// write, [`MemTable::check_lkey`]). Fails with `EINVAL`.
+///
+/// [`MemTable::check_lkey`]: crate::mem::MemTable::check_lkey
+pub(crate) fn build_rqe(
+    w: &RecvWr,
+    max_sge: u32,
+    check_lkey: impl Fn(&Sge) -> Result,
+) -> Result<Rqe> {
+    let mut rqe = Rqe {
+        id: w.wr_id(),
+        opcode: rq_opcode(),
+        ..Rqe::default()
+    };
+    rqe.num_sge = copy_sges(&mut rqe.sge, w.sges(max_sge)?)?;
+    check_rqe(&rqe, max_sge).map_err(|_: Invalid| EINVAL)?;
+    rqe.sge
+        .get(..usize::from(rqe.num_sge))
+        .ok_or(EINVAL)?
+        .iter()
+        .try_for_each(check_lkey)?;
+    Ok(rqe)
+}
+
 /// The `SIW_OP_*` opcode a completion of a receive carries.
 pub(crate) const fn rq_opcode() -> u8 {
     op::RECEIVE
@@ -304,11 +554,31 @@ mod tests {
         );
         assert_eq!(check_sqe(&sqe(op::REG_MR, 0, 0), 6, false), Ok(0));
         assert_eq!(
-            check_sqe(&sqe(op::SEND_WITH_IMM, 1, 0), 6, false),
+            check_sqe(&sqe(op::SEND_WITH_IMM, 1, 0), 6, true),
+            Err(Invalid::Opcode)
+        );
+        assert_eq!(check_sqe(&sqe(op::SEND_WITH_IMM, 1, 0), 6, false), Ok(0));
+        for o in [
+            op::FETCH_AND_ADD,
+            op::COMP_AND_SWAP,
+            op::MASKED_FETCH_AND_ADD,
+            op::MASKED_COMP_AND_SWAP,
+            op::WRITE_WITH_IMM,
+        ] {
+            assert_eq!(check_sqe(&sqe(o, 1, 0), 6, true), Err(Invalid::Opcode));
+        }
+        // Past the kernel-only opcodes (`op::NUM` is `op::WRITE_WITH_IMM` for kernel QPs),
+        // and the receive-only one.
+        assert_eq!(
+            check_sqe(&sqe(op::RECV_WRITE_IMM, 1, 0), 6, false),
             Err(Invalid::Opcode)
         );
         assert_eq!(
-            check_sqe(&sqe(op::NUM, 1, 0), 6, false),
+            check_sqe(&sqe(op::RECV_WRITE_IMM + 1, 1, 0), 6, false),
+            Err(Invalid::Opcode)
+        );
+        assert_eq!(
+            check_sqe(&sqe(op::NUM, 1, 0), 6, true),
             Err(Invalid::Opcode)
         );
         assert_eq!(check_sqe(&sqe(0xff, 1, 0), 6, false), Err(Invalid::Opcode));
@@ -347,6 +617,37 @@ mod tests {
             check_sqe(&sqe(op::SEND, 1, 0x8000), 6, true),
             Err(Invalid::Flags)
         );
+    }
+
+    #[test]
+    fn sqe_extensions() {
+        let mut a = sqe(op::FETCH_AND_ADD, 1, 0);
+        assert_eq!(check_sqe(&a, 6, false), Err(Invalid::Length));
+        a.sge[0].length = 8;
+        assert_eq!(check_sqe(&a, 6, false), Ok(8));
+        a.num_sge = 2;
+        assert_eq!(check_sqe(&a, 6, false), Err(Invalid::SgeCount));
+        let args = AtomicArgs {
+            compare_add: 1,
+            swap: u64::MAX,
+            compare_add_mask: 0x8000_0000,
+            swap_mask: 7,
+        };
+        args.to_sqe(&mut a);
+        assert_eq!(AtomicArgs::from_sqe(&a), args);
+        assert_eq!(a.sge[0].length, 8);
+        let mut w = sqe(op::WRITE_WITH_IMM, 5, 0);
+        assert_eq!(check_sqe(&w, 6, false), Ok(0));
+        w.num_sge = 6;
+        assert_eq!(check_sqe(&w, 6, false), Err(Invalid::SgeCount));
+        let mut i = sqe(op::WRITE_WITH_IMM, 1, flags::INLINE);
+        i.sge[0].length = MAX_INLINE_WRITE_IMM as u32;
+        assert_eq!(check_sqe(&i, 6, false), Ok(64));
+        i.sge[0].length += 1;
+        assert_eq!(check_sqe(&i, 6, false), Err(Invalid::Length));
+        assert_eq!(op::for_user(op::RECV_WRITE_IMM), op::RECEIVE);
+        assert_eq!(op::for_user(op::MASKED_COMP_AND_SWAP), op::COMP_AND_SWAP);
+        assert_eq!(op::for_user(0xff), op::SEND);
     }
 
     #[test]

@@ -193,6 +193,21 @@ impl KernelVa {
         unsafe { core::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
+
+    /// Applies `op` atomically to the 64-bit word at kernel virtual address `addr` and returns
+    /// its value before ([`super::atomic_rmw_u64`]). Fails with `EINVAL` if `addr` is not
+    /// 8-byte aligned and `EFAULT` if it is not direct-mapped kernel memory. Does not sleep.
+    pub fn atomic_u64(&self, addr: u64, op: impl FnMut(u64) -> u64) -> Result<u64> {
+        if addr & 7 != 0 {
+            return Err(EINVAL);
+        }
+        let p = self.check(addr, 8)?;
+        // SAFETY: As in `write()`: by the type invariant `addr` names memory of a kernel
+        // consumer that stays allocated while the work request accessing it is in progress, and
+        // `check()` verified that the 8 bytes are direct-mapped kernel memory; it is aligned
+        // (checked above) and the consumer's, not borrowed by Rust code.
+        Ok(unsafe { super::atomic_rmw_u64(p as *mut u64, op) })
+    }
 }
 
 #[macros::kunit_tests(rust_rdma_kva)]

@@ -260,6 +260,26 @@ impl PageList {
         })
     }
 
+    /// Applies `op` atomically to the 64-bit word at `off` of the registered mapping of
+    /// generation `gen` and returns its value before ([`super::atomic_rmw_u64`]). Fails with
+    /// `EINVAL` if the word's address is not 8-byte aligned (or the word is outside the
+    /// mapping) and with `ENOENT` if the generation is no longer registered. Does not sleep.
+    pub fn atomic_u64(&self, gen: u64, off: u64, op: impl FnMut(u64) -> u64) -> Result<u64> {
+        let mut word = None;
+        self.active(gen)?.pieces(off, 8, |addr, _, n| {
+            // An aligned word never crosses a page: it is one piece.
+            if n == 8 && addr & 7 == 0 {
+                word = Some(addr);
+            }
+        })?;
+        let addr = word.ok_or(EINVAL)?;
+        // SAFETY: By the type invariants `addr` is the kernel virtual address of 8 bytes of
+        // memory the consumer mapped and keeps mapped while `gen` is active (checked above, and
+        // the caller holds the lock that keeps it active); it is aligned (checked above) and
+        // belongs to the consumer, not to Rust code.
+        Ok(unsafe { super::atomic_rmw_u64(addr as usize as *mut u64, op) })
+    }
+
     /// Stages a mapping of `buf`, with pages of `page_size` bytes, at I/O virtual address
     /// `iova`, as `map_mr_sg` would for a scatterlist of that buffer. The list keeps the buffer
     /// until it is dropped. For KUnit tests of drivers; does not sleep.

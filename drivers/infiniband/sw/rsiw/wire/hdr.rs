@@ -70,6 +70,16 @@ pub const AOP_RESERVED: u8 = 0x1;
 /// Atomic operation code: CmpSwap.
 pub const AOP_CMP_SWAP: u8 = 0x2;
 
+/// The value rsiw puts into the reserved 32-bit field of a Send or Send with
+/// Solicited Event (the Invalidate STag slot of the Send variants that
+/// invalidate) when an Immediate Data message of the same work request
+/// follows it: a verbs Send with Immediate. RFC 5040 has the field set to
+/// zero on send and ignored on receive, so a peer that does not know the
+/// mark delivers the Send and the Immediate Data as two messages (RFC 7306
+/// §6.3); an rsiw receiver completes them as one receive with the
+/// immediate data (spec-map D-01, T-11).
+pub const SEND_IMM_FOLLOWS: u32 = 0x7273_494d;
+
 /// Flush flag: to persistence.
 pub const FLUSH_P: u32 = 0x01;
 /// Flush flag: to global visibility ("V" or "G", X-25).
@@ -191,6 +201,19 @@ impl Opcode {
     /// True for the Send variants carrying an Invalidate STag.
     pub fn has_invalidate(self) -> bool {
         matches!(self, Opcode::SendInv | Opcode::SendSeInv)
+    }
+
+    /// The 32-bit field after the control bytes of an untagged header, as
+    /// sent and as decoded: the Invalidate STag of the Send variants that
+    /// invalidate, [`SEND_IMM_FOLLOWS`] for a Send or Send with Solicited
+    /// Event that carries it, zero otherwise (reserved: zero on send, ignored
+    /// on receive).
+    pub fn untagged_word(self, inv_stag: u32) -> u32 {
+        match self {
+            Opcode::SendInv | Opcode::SendSeInv => inv_stag,
+            Opcode::Send | Opcode::SendSe if inv_stag == SEND_IMM_FOLLOWS => inv_stag,
+            _ => 0,
+        }
     }
 
     /// True for the messages that ask for a solicited event.
@@ -318,12 +341,9 @@ impl DdpHeader {
                 mo,
             } => {
                 // Reserved (zero) unless the opcode carries an
-                // Invalidate STag (RFC 5040 §4.3).
-                let inv = if self.opcode.has_invalidate() {
-                    inv_stag
-                } else {
-                    0
-                };
+                // Invalidate STag (RFC 5040 §4.3), or rsiw's mark of a
+                // Send with Immediate.
+                let inv = self.opcode.untagged_word(inv_stag);
                 let ok = put(out, 0, &[c0, c1])
                     && put(out, 2, &inv.to_be_bytes())
                     && put(out, 6, &qn.to_be_bytes())
@@ -630,9 +650,17 @@ pub mod imm {
         [imm_be[0], imm_be[1], imm_be[2], imm_be[3], 0, 0, 0, 0]
     }
 
-    /// The 32-bit verbs immediate carried in bytes 0-3 (4-7 are ignored).
+    /// The 32-bit verbs immediate carried in the 8-byte field. Hardware
+    /// peers place it differently: in bytes 0-3 (cxgb4, and rsiw's
+    /// [`from_verbs`]) or zero-extended to 64 bits, in bytes 4-7 (irdma).
+    /// Bytes 0-3 are taken unless they are zero and bytes 4-7 are not.
     pub fn to_verbs(b: [u8; 8]) -> [u8; 4] {
-        [b[0], b[1], b[2], b[3]]
+        let [a0, a1, a2, a3, b0, b1, b2, b3] = b;
+        if [a0, a1, a2, a3] == [0; 4] {
+            [b0, b1, b2, b3]
+        } else {
+            [a0, a1, a2, a3]
+        }
     }
 }
 

@@ -413,6 +413,14 @@ impl<C: Crc32c> RxParser<C> {
         }
         let hl = op.header_len();
         if ulpdu < hl {
+            if matches!(op, Opcode::ImmData | Opcode::ImmDataSe) {
+                // Whole DDP header, fewer than 8 bytes of Immediate Data
+                // (IMM-02): the same error as more than 8 (D-02).
+                return Err(fail(
+                    TermCode::operation(RdmapCode::CatastrophicStream),
+                    TermEcho::Ddp,
+                ));
+            }
             return Err(llp);
         }
         let need = if op == Opcode::Terminate {
@@ -458,11 +466,7 @@ impl<C: Crc32c> RxParser<C> {
                 return Err(opfail);
             }
             Placement::Untagged {
-                inv_stag: if op.has_invalidate() {
-                    be32(h, 4).ok_or(ddp)?
-                } else {
-                    0
-                },
+                inv_stag: op.untagged_word(be32(h, 4).ok_or(ddp)?),
                 qn,
                 msn: be32(h, 12).ok_or(ddp)?,
                 mo: be32(h, 16).ok_or(ddp)?,
@@ -586,7 +590,7 @@ impl<C: Crc32c> RxParser<C> {
                 if word(4)? != crate::wire::hdr::QN_SEND {
                     return None;
                 }
-                let inv_stag = if opcode.has_invalidate() { word(0)? } else { 0 };
+                let inv_stag = opcode.untagged_word(word(0)?);
                 let placement = Placement::Untagged {
                     inv_stag,
                     qn: crate::wire::hdr::QN_SEND,

@@ -10,11 +10,15 @@
 //! - [`IrdCredits`]: the responder's inbound request slots (RDMAP-07, D-08).
 //! - [`OrdQueue`]: the requester's outstanding QN 1 requests, one credit
 //!   pool for Reads, Atomics, Flush, Verify and Atomic Write (T-04), matching
-//!   Read Responses (RDMAP-05) and QN 3 responses (ATOM-06, T-12).
+//!   Read Responses (RDMAP-05) and QN 3 responses (ATOM-06, T-12), with the
+//!   work requests posted behind them, so all complete in order (T-01).
+//! - [`RespQueue`]: the responder's inbound QN 1 requests in arrival order,
+//!   within IRD, each executed once and answered once (T-01, T-02, T-05).
 
 use crate::wire::hdr::{Body, Opcode, Placement, NUM_QN, QN_READ_REQ, QN_RESPONSE};
 use crate::wire::rx::Segment;
 use crate::wire::term::{DdpTaggedCode, DdpUntaggedCode, RdmapCode, TermCode};
+use core::marker::PhantomData;
 
 /// Transmit MSN counters, one per queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,25 +197,36 @@ pub enum Request {
     Verify,
     /// Atomic Write.
     AtomicWrite,
+    /// No request: a work request that expects no response (a Send, a
+    /// Write, a local operation) posted after outstanding requests. It holds
+    /// no ORD credit and matches no response; it completes, in send queue
+    /// order (T-01), once it is done locally ([`OrdQueue::local_done`]) and
+    /// everything before it completed.
+    Local,
 }
 
 impl Request {
-    fn response_opcode(&self) -> Opcode {
-        match self {
+    /// The response this request expects, if any.
+    fn response_opcode(&self) -> Option<Opcode> {
+        Some(match self {
             Request::Read { .. } => Opcode::ReadResponse,
             Request::Atomic { .. } => Opcode::AtomicResponse,
             Request::Flush => Opcode::FlushResponse,
             Request::Verify => Opcode::VerifyResponse,
             Request::AtomicWrite => Opcode::AtomicWriteResponse,
-        }
+            Request::Local => return None,
+        })
     }
 }
 
+/// An entry of an [`OrdQueue`]'s ring (opaque: a ring an owner sizes is a
+/// buffer of `Option<Slot<T>>`, all `None`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Slot {
+pub struct Slot<T> {
     req: Request,
     got: u32,
     done: bool,
+    local: T,
 }
 
 /// Why a request cannot be issued now.
@@ -223,23 +238,69 @@ pub enum OrdBusy {
     RingFull,
 }
 
-/// The requester's outstanding QN 1 requests, in issue order.
+/// The requester's outstanding QN 1 requests, in issue order: one ordered
+/// list, each entry tagged with the response it expects (T-12) and carrying
+/// the requester's local side `T` (the work request to complete, the local
+/// buffer a response lands in). Work requests that expect no response but
+/// were posted behind outstanding requests are entries too
+/// ([`Request::Local`]), so that everything completes in send queue order.
 ///
-/// `N` bounds the ring; it must be at least the ORD.
+/// `N` bounds the ring of [`OrdQueue::new`], kept inline; it must be at
+/// least the ORD. [`OrdQueue::with_ring`] takes a ring `B` its owner sizes
+/// and allocates instead (a driver's ring is too large for a kernel stack).
 #[derive(Clone, Copy, Debug)]
-pub struct OrdQueue<const N: usize> {
-    ring: [Option<Slot>; N],
+pub struct OrdQueue<const N: usize, T: Copy = (), B = [Option<Slot<T>>; N]> {
+    ring: B,
+    _local: PhantomData<T>,
     head: usize,
     len: usize,
     inflight: u16,
     ord: u16,
 }
 
-impl<const N: usize> OrdQueue<N> {
-    /// An empty queue allowing `ord` outstanding requests.
+/// A request whose response arrived, or that was taken off the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Answered<T> {
+    /// The request.
+    pub req: Request,
+    /// Its local side.
+    pub local: T,
+    /// Its response arrived in full.
+    pub done: bool,
+}
+
+impl<const N: usize, T, B> OrdQueue<N, T, B>
+where
+    T: Copy + Default,
+    B: AsRef<[Option<Slot<T>>]> + AsMut<[Option<Slot<T>>]>,
+{
+    /// Records a request with a default local side (see
+    /// [`OrdQueue::issue_with`]).
+    pub fn issue(&mut self, req: Request) -> Result<(), OrdBusy> {
+        self.issue_with(req, T::default())
+    }
+}
+
+impl<const N: usize, T: Copy> OrdQueue<N, T> {
+    /// An empty queue allowing `ord` outstanding requests, with an inline
+    /// ring of `N` entries.
     pub fn new(ord: u16) -> Self {
+        Self::with_ring(ord, [None; N])
+    }
+}
+
+impl<const N: usize, T, B> OrdQueue<N, T, B>
+where
+    T: Copy,
+    B: AsRef<[Option<Slot<T>>]> + AsMut<[Option<Slot<T>>]>,
+{
+    /// An empty queue allowing `ord` outstanding requests, in `ring` (its
+    /// length bounds the queue; `N` is not used). Every entry is cleared.
+    pub fn with_ring(ord: u16, mut ring: B) -> Self {
+        ring.as_mut().iter_mut().for_each(|e| *e = None);
         OrdQueue {
-            ring: [None; N],
+            ring,
+            _local: PhantomData,
             head: 0,
             len: 0,
             inflight: 0,
@@ -247,54 +308,128 @@ impl<const N: usize> OrdQueue<N> {
         }
     }
 
+    /// The ring's length.
+    fn cap(&self) -> usize {
+        self.ring.as_ref().len()
+    }
+
     /// Requests awaiting a response.
     pub fn inflight(&self) -> u16 {
         self.inflight
     }
 
-    /// True if nothing is outstanding or awaiting pop (the fence condition,
-    /// T-03).
+    /// Requests in the queue: awaiting a response, or answered and not yet
+    /// popped.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if nothing is outstanding or awaiting pop: a work request
+    /// posted now may complete as soon as it is done.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// True if a request (not a [`Request::Local`]) is outstanding or awaiting
+    /// pop: the fence condition (T-03).
+    pub fn has_requests(&self) -> bool {
+        (0..self.len)
+            .any(|k| matches!(self.ring.as_ref().get(self.idx(k)), Some(Some(s)) if s.req != Request::Local))
+    }
+
     fn idx(&self, i: usize) -> usize {
-        self.head.wrapping_add(i).checked_rem(N).unwrap_or(0)
+        self.head
+            .wrapping_add(i)
+            .checked_rem(self.cap())
+            .unwrap_or(0)
     }
 
     /// Records a request before it is sent (a response may arrive before
-    /// the send returns, as `siw` notes).
-    pub fn issue(&mut self, req: Request) -> Result<(), OrdBusy> {
-        if self.inflight >= self.ord {
+    /// the send returns, as `siw` notes), with its local side.
+    /// A [`Request::Local`] takes no ORD credit.
+    pub fn issue_with(&mut self, req: Request, local: T) -> Result<(), OrdBusy> {
+        let credit = req != Request::Local;
+        if credit && self.inflight >= self.ord {
             return Err(OrdBusy::NoCredit);
         }
-        if self.len >= N {
+        if self.len >= self.cap() {
             return Err(OrdBusy::RingFull);
         }
         let i = self.idx(self.len);
-        let s = self.ring.get_mut(i).ok_or(OrdBusy::RingFull)?;
+        let s = self.ring.as_mut().get_mut(i).ok_or(OrdBusy::RingFull)?;
         *s = Some(Slot {
             req,
             got: 0,
             done: false,
+            local,
         });
         self.len = self.len.saturating_add(1);
-        self.inflight = self.inflight.saturating_add(1);
+        if credit {
+            self.inflight = self.inflight.saturating_add(1);
+        }
         Ok(())
     }
 
-    fn find(&mut self, read: bool) -> Option<&mut Slot> {
+    /// Records a [`Request::Local`] already done (a local operation posted
+    /// behind outstanding requests: it happened, and completes in order).
+    pub fn issue_local_done(&mut self, local: T) -> Result<(), OrdBusy> {
+        self.issue_with(Request::Local, local)?;
+        let i = self.idx(self.len.saturating_sub(1));
+        if let Some(Some(s)) = self.ring.as_mut().get_mut(i) {
+            s.done = true;
+        }
+        Ok(())
+    }
+
+    /// Whether the oldest entry is finished: [`OrdQueue::pop_completed`]
+    /// takes it.
+    pub fn head_done(&self) -> bool {
+        self.len > 0 && matches!(self.ring.as_ref().get(self.head), Some(Some(s)) if s.done)
+    }
+
+    /// How many more entries the ring takes.
+    pub fn room(&self) -> usize {
+        self.cap().saturating_sub(self.len)
+    }
+
+    /// The oldest entry not yet done that `want` accepts.
+    fn find_by(&mut self, want: impl Fn(&Request) -> bool) -> Option<&mut Slot<T>> {
         let mut found = None;
         for k in 0..self.len {
             let i = self.idx(k);
-            if let Some(Some(s)) = self.ring.get(i) {
-                if !s.done && matches!(s.req, Request::Read { .. }) == read {
+            if let Some(Some(s)) = self.ring.as_ref().get(i) {
+                if !s.done && want(&s.req) {
                     found = Some(i);
                     break;
                 }
             }
         }
-        self.ring.get_mut(found?)?.as_mut()
+        self.ring.as_mut().get_mut(found?)?.as_mut()
+    }
+
+    /// The oldest outstanding Read (`read`), or the oldest outstanding
+    /// request that expects a QN 3 response.
+    fn find(&mut self, read: bool) -> Option<&mut Slot<T>> {
+        self.find_by(|r| match r {
+            Request::Read { .. } => read,
+            Request::Local => false,
+            _ => !read,
+        })
+    }
+
+    /// The oldest [`Request::Local`] not yet done is done (its message is
+    /// with the transport, or its local operation happened): `f` updates its
+    /// local side (with a failure, say). Locals are done in issue order.
+    /// Returns false if there is none.
+    pub fn local_done(&mut self, f: impl FnOnce(&mut T)) -> bool {
+        match self.find_by(|r| *r == Request::Local) {
+            Some(s) => {
+                s.done = true;
+                f(&mut s.local);
+                true
+            }
+            None => false,
+        }
     }
 
     fn finish(&mut self) {
@@ -348,13 +483,19 @@ impl<const N: usize> OrdQueue<N> {
     /// Returns true when the request is complete. MSN order on QN 3 is
     /// checked by [`RxUntagged::check`].
     pub fn on_response(&mut self, seg: &Segment) -> Result<bool, TermCode> {
+        self.on_response_with(seg).map(|a| a.done)
+    }
+
+    /// [`OrdQueue::on_response`], returning the matched request with its
+    /// local side (where an Atomic Response's original value goes).
+    pub fn on_response_with(&mut self, seg: &Segment) -> Result<Answered<T>, TermCode> {
         let bad = TermCode::operation(RdmapCode::UnexpectedOpcode);
         match seg.hdr.placement {
             Placement::Untagged { qn, .. } if qn == QN_RESPONSE => {}
             _ => return Err(bad),
         }
         let s = self.find(false).ok_or(bad)?;
-        if s.req.response_opcode() != seg.hdr.opcode {
+        if s.req.response_opcode() != Some(seg.hdr.opcode) {
             return Err(bad);
         }
         if let (Request::Atomic { req_id }, Body::AtomicResponse(r)) = (s.req, &seg.body) {
@@ -362,41 +503,187 @@ impl<const N: usize> OrdQueue<N> {
                 return Err(bad);
             }
         }
+        let a = Answered {
+            req: s.req,
+            local: s.local,
+            done: seg.hdr.last,
+        };
         if seg.hdr.last {
             s.done = true;
             self.finish();
         }
-        Ok(seg.hdr.last)
+        Ok(a)
     }
 
     /// Pops the oldest request if it is complete, so completions are
     /// reported in issue order.
     pub fn pop_completed(&mut self) -> Option<Request> {
+        self.pop_completed_with().map(|a| a.req)
+    }
+
+    /// [`OrdQueue::pop_completed`], with the request's local side.
+    pub fn pop_completed_with(&mut self) -> Option<Answered<T>> {
+        match self.ring.as_ref().get(self.head) {
+            Some(Some(s)) if s.done && self.len > 0 => self.pop_front(),
+            _ => None,
+        }
+    }
+
+    /// Pops the oldest request, answered or not (the stream is going down:
+    /// the driver flushes them in order).
+    pub fn pop_front(&mut self) -> Option<Answered<T>> {
         if self.len == 0 {
             return None;
         }
-        let slot = self.ring.get_mut(self.head)?;
-        match slot {
-            Some(s) if s.done => {
-                let r = s.req;
-                *slot = None;
-                self.head = self.idx(1);
-                self.len = self.len.saturating_sub(1);
-                Some(r)
-            }
-            _ => None,
+        let s = self.ring.as_mut().get_mut(self.head)?.take()?;
+        self.head = self.idx(1);
+        self.len = self.len.saturating_sub(1);
+        if !s.done && s.req != Request::Local {
+            self.finish();
         }
+        Some(Answered {
+            req: s.req,
+            local: s.local,
+            done: s.done,
+        })
     }
 
     /// Drops everything (the stream is going down); returns how many
     /// requests were outstanding, to be flushed by the driver.
     pub fn clear(&mut self) -> usize {
         let n = self.len;
-        self.ring = [None; N];
+        self.ring.as_mut().iter_mut().for_each(|e| *e = None);
         self.head = 0;
         self.len = 0;
         self.inflight = 0;
         n
+    }
+}
+
+/// Why an inbound request was not admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused<E> {
+    /// The peer exceeded IRD: 0/2/07 (D-08). The request was not executed.
+    Ird(TermCode),
+    /// Executing the request failed; it holds no credit.
+    Exec(E),
+}
+
+/// The responder's inbound QN 1 requests (Read, Atomic, and the commit
+/// draft's), in arrival order, with the IRD credits they share (T-01, T-04,
+/// T-05).
+///
+/// A request is admitted when it is Delivered: within IRD it takes a credit
+/// and is executed exactly once (an atomic's read-modify-write happens
+/// right there, in stream order, T-02); what `T` holds is its result, to be
+/// answered. Responses are taken in arrival order ([`RespQueue::next_to_answer`]),
+/// each exactly once, and its credit is freed once the response went out
+/// ([`RespQueue::responded`]).
+///
+/// The queue lives in `B`, a buffer the owner provides (the driver sizes it
+/// by the negotiated IRD); an IRD above its length is lowered to it.
+#[derive(Clone, Copy, Debug)]
+pub struct RespQueue<T: Copy, B: AsRef<[Option<T>]> + AsMut<[Option<T>]>> {
+    credits: IrdCredits,
+    ring: B,
+    head: usize,
+    len: usize,
+    /// Taken by [`RespQueue::next_to_answer`], response not yet out.
+    sending: u16,
+    _t: core::marker::PhantomData<T>,
+}
+
+impl<T: Copy, B: AsRef<[Option<T>]> + AsMut<[Option<T>]>> RespQueue<T, B> {
+    /// An empty queue in `ring` (whose entries are cleared) with `ird`
+    /// credits, at most the length of `ring`.
+    pub fn new(ird: u16, mut ring: B) -> Self {
+        ring.as_mut().iter_mut().for_each(|e| *e = None);
+        let cap = u16::try_from(ring.as_ref().len()).unwrap_or(u16::MAX);
+        RespQueue {
+            credits: IrdCredits::new(ird.min(cap)),
+            ring,
+            head: 0,
+            len: 0,
+            sending: 0,
+            _t: core::marker::PhantomData,
+        }
+    }
+
+    fn slot(&self, i: usize) -> usize {
+        i.checked_rem(self.ring.as_ref().len()).unwrap_or(0)
+    }
+
+    /// Admits an inbound request: takes a credit, then runs `exec` once to
+    /// execute it and queues its result. Beyond IRD `exec` does not run
+    /// (0/2/07, D-08); if `exec` fails, nothing is queued and the credit is
+    /// returned.
+    pub fn admit<E>(&mut self, exec: impl FnOnce() -> Result<T, E>) -> Result<(), Refused<E>> {
+        let beyond = Refused::Ird(TermCode::operation(RdmapCode::CatastrophicStream));
+        if self.len >= self.ring.as_ref().len() {
+            return Err(beyond);
+        }
+        self.credits.take().map_err(Refused::Ird)?;
+        let v = match exec() {
+            Ok(v) => v,
+            Err(e) => {
+                self.credits.release();
+                return Err(Refused::Exec(e));
+            }
+        };
+        let i = self.slot(self.head.wrapping_add(self.len));
+        match self.ring.as_mut().get_mut(i) {
+            Some(s) => *s = Some(v),
+            None => {
+                self.credits.release();
+                return Err(beyond);
+            }
+        }
+        self.len = self.len.saturating_add(1);
+        Ok(())
+    }
+
+    /// Takes the oldest admitted request to answer; its credit stays taken
+    /// until [`RespQueue::responded`].
+    pub fn next_to_answer(&mut self) -> Option<T> {
+        if self.len == 0 {
+            return None;
+        }
+        let head = self.head;
+        let v = self.ring.as_mut().get_mut(head)?.take()?;
+        self.head = self.slot(head.wrapping_add(1));
+        self.len = self.len.saturating_sub(1);
+        self.sending = self.sending.saturating_add(1);
+        Some(v)
+    }
+
+    /// The response to the oldest request taken by [`RespQueue::next_to_answer`] went
+    /// out (its last byte was handed to the transport, T-05): its credit is
+    /// free. Without such a request nothing changes: a queued request's
+    /// credit is never freed early.
+    pub fn responded(&mut self) {
+        if self.sending > 0 {
+            self.sending = self.sending.saturating_sub(1);
+            self.credits.release();
+        }
+    }
+
+    /// Requests waiting to be answered.
+    pub fn queued(&self) -> usize {
+        self.len
+    }
+
+    /// Credits in use: queued requests and responses being sent.
+    pub fn used(&self) -> u16 {
+        self.credits.used()
+    }
+
+    /// Drops everything (the stream is going down).
+    pub fn clear(&mut self) {
+        self.ring.as_mut().iter_mut().for_each(|e| *e = None);
+        self.credits = IrdCredits::new(self.credits.ird);
+        self.head = 0;
+        self.len = 0;
+        self.sending = 0;
     }
 }
 

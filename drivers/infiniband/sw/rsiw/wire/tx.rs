@@ -339,11 +339,7 @@ pub fn quick_fpdu<C: Crc32c, const N: usize>(
             Body::None,
         ) => {
             mo.checked_add(n).ok_or(TxError::Wrap)?;
-            let inv = if msg.opcode.has_invalidate() {
-                inv_stag
-            } else {
-                0
-            };
+            let inv = msg.opcode.untagged_word(inv_stag);
             ok = put(&mut h, 2, &[DDP_L | DDP_VERSION, c1])
                 && put(&mut h, 4, &inv.to_be_bytes())
                 && put(&mut h, 8, &QN_SEND.to_be_bytes())
@@ -400,9 +396,7 @@ fn normalize(msg: &mut TxMessage, mulpdu: u16) -> Result<u32, TxError> {
             Some(q),
         ) => {
             *qn = q;
-            if !op.has_invalidate() {
-                *inv_stag = 0;
-            }
+            *inv_stag = op.untagged_word(*inv_stag);
             mo.checked_add(len).ok_or(TxError::Wrap)?;
         }
         _ => return Err(TxError::PlacementMismatch),

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The completer: responses in, send queue completions out.
+//!
+//! Every request that expects a response (a Read, the RTR Read) is recorded in the ORQ before
+//! it is sent ([`Path::issue`]), one ordered list tagged with the response each entry expects
+//! (spec-map T-12). RX matches each Read Response segment against the oldest outstanding Read
+//! ([`read_response_segment`]: its STag, TO and length must continue it, and the sink must be
+//! ours to write, T-20) before anything is placed; a response that matches nothing is the
+//! peer's error (1/1/00, 1/1/01). Once a response is complete, [`deliver`] (run after the RX
+//! lock is dropped) completes the requests at the head of the ORQ whose responses arrived,
+//! in send queue order, and wakes TX if it waited for an ORD credit or a fence.
+//!
+//! When the connection goes down, [`flush`] completes what is left in order; a Terminate from
+//! the peer fails the oldest outstanding request with its error ([`peer_term_status`]).
+
+use crate::{
+    device::RsiwDevice,
+    mem::Placement,
+    path::{
+        Fail,
+        Path,
+        RxError,
+        RxOut, //
+    },
+    qp::RsiwQp,
+    stag::Rights,
+    wire::{
+        atomic::{
+            access_error,
+            Target as AccessTarget, //
+        },
+        hdr::Body,
+        rx::Segment,
+        stream::Request,
+        term::{
+            TermCode,
+            TermEcho,
+            DDP_ETYPE_TAGGED,
+            DDP_ETYPE_UNTAGGED,
+            LAYER_DDP,
+            LAYER_RDMAP,
+            RDMAP_ETYPE_OPERATION,
+            RDMAP_ETYPE_PROTECTION, //
+        },
+    },
+    wqe::{
+        op,
+        status, //
+    },
+};
+use kernel::{
+    prelude::*,
+    rdma::qp::Qp, //
+};
+
+/// A Read Response segment's header: it must continue the oldest outstanding Read, into
+/// memory we may write. Returns where its payload goes (`None` without payload). Out of line:
+/// rare on the paths that must be short.
+#[inline(never)]
+pub(crate) fn read_response_segment(
+    path: &Path,
+    qp: &Qp<RsiwDevice>,
+    seg: &Segment,
+    stag: u32,
+    to: u64,
+) -> Result<Option<Placement>, RxError> {
+    let len = u64::from(seg.payload_len);
+    path.read_response(stag, to, seg.payload_len, seg.hdr.last)
+        .map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
+    if len == 0 {
+        return Ok(None);
+    }
+    match qp
+        .device()
+        .mem()
+        .check(path.pd(), stag, Rights::LOCAL_WRITE, to, len)
+    {
+        Ok(p) => Ok(Some(p)),
+        Err(f) => {
+            let (c, e) = access_error(AccessTarget::Write, f);
+            Err(RxError::Term(c, e))
+        }
+    }
+}
+
+/// The last segment of a response ended (its CRC matched): the request is complete, to be
+/// delivered once the RX lock is dropped.
+pub(crate) fn response_end(out: &mut RxOut) {
+    out.deliver = true;
+}
+
+/// A QN 3 response was Delivered: it must answer the oldest outstanding request that expects
+/// one, with the kind of response it expects and, for an Atomic Response, its Request
+/// Identifier (T-12, ATOM-06); anything else, or a response with nothing outstanding, is an
+/// invalid response: 0/2/06 (ATOM-13, D-02). An Atomic Response's original value goes into
+/// the request's 8-byte result buffer (native byte order, ATOM-10) before the request can
+/// complete. Out of line: rare on the paths that must be short.
+#[inline(never)]
+pub(crate) fn response(
+    path: &Path,
+    qp: &Qp<RsiwDevice>,
+    seg: &Segment,
+    out: &mut RxOut,
+) -> Result<(), RxError> {
+    let a = path
+        .response(seg)
+        .map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
+    if let (Request::Atomic { .. }, Body::AtomicResponse(r)) = (a.req, &seg.body) {
+        let sink = a.local.sink;
+        let placed = qp
+            .device()
+            .mem()
+            .check(path.pd(), sink.lkey, Rights::LOCAL_WRITE, sink.laddr, 8)
+            .ok()
+            .is_some_and(|p| p.write(0, &r.orig.to_ne_bytes()).is_ok());
+        if !placed {
+            // The result buffer went away since the request was sent: a local error.
+            return Err(Fail::local().into());
+        }
+    }
+    if a.done {
+        response_end(out);
+    }
+    Ok(())
+}
+
+/// Completes the requests whose responses arrived, and the work requests behind them that
+/// expect none and are done, in send queue order: a Read with Local Invalidate invalidates
+/// its sink first. One caller at a time completes (another one finishing entries meanwhile
+/// has it go round again), so that completions are written in order. Returns whether TX
+/// waited for one (and must be kicked). Any context, no data path lock held.
+pub(crate) fn deliver(path: &Path, qp: &Qp<RsiwDevice>) -> bool {
+    let mut kick = false;
+    if !path.begin_deliver() {
+        return false;
+    }
+    loop {
+        while let Some(a) = path.pop_completed(&mut kick) {
+            let w = a.local;
+            let mut st = w.status;
+            if w.opcode == op::READ_LOCAL_INV
+                && a.req != Request::Local
+                && qp
+                    .device()
+                    .mem()
+                    .invalidate(path.pd(), w.sink.lkey, false)
+                    .is_err()
+            {
+                st = status::LOC_QP_OP_ERR;
+            }
+            if let Some(c) = w.completion(st) {
+                RsiwQp::complete_sq(qp, c);
+            }
+        }
+        if !path.end_deliver() {
+            return kick;
+        }
+    }
+}
+
+/// Completes every outstanding request with `IB_WC_WR_FLUSH_ERR` (the connection is going
+/// down), except that the oldest one still waiting for its response gets the status of the
+/// peer's Terminate, if the peer terminated (the Terminate refers to it), and a work request
+/// that failed locally its error.
+pub(crate) fn flush(path: &Path, qp: &Qp<RsiwDevice>) {
+    let mut peer = path.take_peer_term();
+    // One at a time: a completion may call the consumer, which must not find a lock held.
+    while let Some(a) = path.pop_orq() {
+        let local = a.req == Request::Local;
+        let st = match peer {
+            Some(st) if !a.done && !local => st,
+            _ if local && a.done && a.local.status != status::SUCCESS => a.local.status,
+            _ => status::WR_FLUSH_ERR,
+        };
+        if !a.done && !local {
+            peer = None;
+        }
+        if let Some(c) = a.local.completion(st) {
+            RsiwQp::complete_sq(qp, c);
+        }
+    }
+}
+
+/// The completion status of the outstanding request a peer's Terminate refers to: an access
+/// violation (RDMAP remote protection, DDP tagged buffer) is `REM_ACCESS_ERR`, a refused
+/// operation (RDMAP remote operation, DDP untagged buffer) `REM_INV_REQ_ERR`, anything else
+/// (catastrophic, LLP) `GENERAL_ERR`.
+pub(crate) fn peer_term_status(c: TermCode) -> u16 {
+    match (c.layer, c.etype) {
+        (LAYER_RDMAP, RDMAP_ETYPE_PROTECTION) | (LAYER_DDP, DDP_ETYPE_TAGGED) => {
+            status::REM_ACCESS_ERR
+        }
+        (LAYER_RDMAP, RDMAP_ETYPE_OPERATION) | (LAYER_DDP, DDP_ETYPE_UNTAGGED) => {
+            status::REM_INV_REQ_ERR
+        }
+        _ => status::GENERAL_ERR,
+    }
+}
