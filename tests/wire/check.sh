@@ -153,6 +153,8 @@ if [ "$fuzz_seconds" != 0 ]; then
 	grep -E 'DONE' "$log/fuzz_rx_parser.log" | sed 's/^/   /'
 	step fuzz_mpa_negotiate fuzz_one mpa_negotiate
 	grep -E 'DONE' "$log/fuzz_mpa_negotiate.log" | sed 's/^/   /'
+	step fuzz_responder fuzz_one responder
+	grep -E 'DONE' "$log/fuzz_responder.log" | sed 's/^/   /'
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
