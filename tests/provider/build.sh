@@ -37,3 +37,6 @@ eval cc $flags -Werror -UNDEBUG -I"$src/providers/siw" -I"$src" \
 # A program of the provider's own users: the public headers and libsiw.
 cc -O2 -Wall -Wextra -Werror -I"$build/include" -o "$out/siw_ctx" \
 	"$(dirname "$0")/siw_ctx.c" -L"$build/lib" -lsiw -libverbs
+# Atomics and immediate data over rdma_cm, through ibv_post_send().
+cc -O2 -Wall -Wextra -Werror -I"$build/include" -o "$out/siw_ext" \
+	"$(dirname "$0")/siw_ext.c" -L"$build/lib" -lrdmacm -libverbs
