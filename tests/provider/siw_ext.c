@@ -31,6 +31,15 @@
  * checked to be unchanged. Run with the server in the patched provider's VM
  * to show that a legacy context's peer is not affected.
  *
+ *   siw_ext server ADDR PORT legacy-target
+ *   siw_ext client ADDR PORT imm-to-legacy
+ *
+ * A QP of a legacy context takes no Immediate Data (its CQ could not show
+ * it): the server, a process of the stock provider, expects its QP to fail
+ * (the receive after the client's hello is flushed); the client, of the
+ * patched provider, sends a Write with Immediate and then an RDMA Read,
+ * which must not succeed (the server's Terminate ends the connection).
+ *
  * Built with the provider by tests/provider/build.sh; run by the VM case
  * ext-user.
  */
@@ -154,7 +163,7 @@ static void expect_recv(struct rdma_cm_id *id, enum ibv_wc_opcode opcode,
 		     wc.byte_len, len);
 }
 
-static int server(const char *addr, const char *port)
+static int server(const char *addr, const char *port, int target)
 {
 	struct rdma_cm_id *lid, *id;
 	struct rdma_conn_param p = param();
@@ -208,6 +217,20 @@ static int server(const char *addr, const char *port)
 		if (!legacy && (wc.byte_len != 8 ||
 				memcmp(rbuf[wc.wr_id], "extended", 8)))
 			fail("the client's hello: %u bytes", wc.byte_len);
+	}
+	if (target) {
+		struct ibv_wc wc;
+		int n = rdma_get_recv_comp(id, &wc);
+
+		if (n != 1)
+			fail("rdma_get_recv_comp: %d %m", n);
+		if (wc.status == IBV_WC_SUCCESS)
+			fail("a receive completed (opcode %d, %u bytes) after Immediate Data",
+			     wc.opcode, wc.byte_len);
+		printf("siw_ext server: the QP took no Immediate Data: receive %s\n",
+		       ibv_wc_status_str(wc.status));
+		rdma_disconnect(id);
+		return 0;
 	}
 	if (!legacy) {
 		expect_recv(id, IBV_WC_RECV_RDMA_WITH_IMM, 1, IMM_W,
@@ -276,7 +299,8 @@ static void atomic(struct rdma_cm_id *id, struct ibv_mr *mr, uint64_t *res,
 		     wr_id, *res, want);
 }
 
-static int client(const char *addr, const char *port, int legacy)
+static int client(const char *addr, const char *port, int legacy,
+		  int imm_to_legacy)
 {
 	struct rdma_conn_param p = param();
 	struct rdma_cm_id *id = endpoint(addr, port, 0);
@@ -299,7 +323,7 @@ static int client(const char *addr, const char *port, int legacy)
 	memcpy(b->w, wdata, sizeof(wdata));
 	memcpy(b->s, sdata, sizeof(sdata));
 	memcpy(b->d, ddata, sizeof(ddata));
-	memcpy(b->hello, legacy ? "legacy!!" : "extended", 8);
+	memcpy(b->hello, legacy || imm_to_legacy ? "legacy!!" : "extended", 8);
 	if (rdma_post_recv(id, NULL, &b->info, sizeof(b->info), mr))
 		fail("rdma_post_recv: %m");
 	if (rdma_connect(id, &p))
@@ -315,6 +339,39 @@ static int client(const char *addr, const char *port, int legacy)
 		fail("rdma_post_send: %m");
 	send_wc(id, 1, IBV_WC_SEND);
 
+	if (imm_to_legacy) {
+		struct ibv_wc wc;
+		int n;
+
+		sge = (struct ibv_sge){ (uintptr_t)b->w, sizeof(b->w),
+					mr->lkey };
+		wr = (struct ibv_send_wr){ .wr_id = 20, .sg_list = &sge,
+					   .num_sge = 1,
+					   .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+					   .imm_data = htonl(IMM_W) };
+		wr.wr.rdma.remote_addr = b->info.addr + WOFF;
+		wr.wr.rdma.rkey = b->info.rkey;
+		post(id, &wr);
+		sge = (struct ibv_sge){ (uintptr_t)&b->res, 8, mr->lkey };
+		wr = (struct ibv_send_wr){ .wr_id = 21, .sg_list = &sge,
+					   .num_sge = 1,
+					   .opcode = IBV_WR_RDMA_READ };
+		wr.wr.rdma.remote_addr = b->info.addr;
+		wr.wr.rdma.rkey = b->info.rkey;
+		post(id, &wr);
+		/* The Write itself may complete before the Terminate arrives */
+		do {
+			n = rdma_get_send_comp(id, &wc);
+			if (n != 1)
+				fail("rdma_get_send_comp: %d %m", n);
+		} while (wc.wr_id != 21);
+		if (wc.status == IBV_WC_SUCCESS)
+			fail("the Read after Immediate Data to a legacy QP succeeded");
+		printf("siw_ext client: the legacy QP refused Immediate Data: Read %s\n",
+		       ibv_wc_status_str(wc.status));
+		rdma_destroy_ep(id);
+		return 0;
+	}
 	if (!legacy) {
 		atomic(id, mr, &b->res, &b->info, 10,
 		       IBV_WR_ATOMIC_CMP_AND_SWP, INIT, SWAP, INIT);
@@ -374,14 +431,17 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc >= 4 && !strcmp(argv[1], "server")) {
 		role = "server";
-		return server(argv[2], argv[3]);
+		return server(argv[2], argv[3],
+			      argc > 4 && !strcmp(argv[4], "legacy-target"));
 	}
 	if (argc >= 4 && !strcmp(argv[1], "client")) {
 		role = "client";
 		return client(argv[2], argv[3],
-			      argc > 4 && !strcmp(argv[4], "legacy"));
+			      argc > 4 && !strcmp(argv[4], "legacy"),
+			      argc > 4 && !strcmp(argv[4], "imm-to-legacy"));
 	}
-	fprintf(stderr, "usage: %s server|client ADDR PORT [legacy]\n",
+	fprintf(stderr,
+		"usage: %s server ADDR PORT [legacy-target] | client ADDR PORT [legacy|imm-to-legacy]\n",
 		argv[0]);
 	return 2;
 }

@@ -24,7 +24,9 @@
 #   a legacy context that is the target of atomics
 #   (Documentation/infiniband/rsiw-abi.rst, "Legacy contexts"), and the
 #   stock provider as the client of tests/provider/siw_ext.c (its legacy
-#   mode: a plain Send) against the patched provider's server;
+#   mode: a plain Send) against the patched provider's server, and as its
+#   server for the patched provider's Write with Immediate, which a legacy
+#   context's QP refuses;
 # - last, VM a reloads rsiw with rfc7306=0: the patched provider still gets
 #   an extended context, with extended CQEs only (ext=0x1) and no atomics.
 # - C siw (on lo, in both VMs) still works with each provider: the stock one
@@ -107,6 +109,16 @@ ip=$(fetch a ip)
 serve_client siw_ext-legacy a "$port" \
 	"$RSIW_PROVIDER_DIR/bin/siw_ext server $ip $port" \
 	"$RSIW_PROVIDER_DIR/bin/siw_ext client $ip $port legacy" 60
+
+# A QP of the legacy context takes no Immediate Data (its CQ could not show
+# it): the patched provider's Write with Immediate (VM a) ends the
+# connection, as if RFC 7306 were off (Terminate 0/2/06); the stock
+# provider's receive is flushed and a Read behind the Write fails.
+port=$((port + 1))
+ip=$(fetch b ip)
+serve_client siw_ext-imm-to-legacy b "$port" \
+	"$RSIW_PROVIDER_DIR/bin/siw_ext server $ip $port legacy-target" \
+	"$RSIW_PROVIDER_DIR/bin/siw_ext client $ip $port imm-to-legacy" 60
 
 # The patched provider's atomics (VM a, the perftest client) on the memory
 # of the stock provider's process (VM b serves): a legacy context is the
