@@ -541,7 +541,10 @@ pub(crate) fn check_sqe(sqe: &Sqe, max_sge: u32, who: Consumer) -> Result<u32, I
         // The immediate takes the last SGE slot.
         op::WRITE_WITH_IMM => {
             if sqe.flags & flags::INLINE != 0 {
-                if n != 1 || sqe.sge[0].length as usize > MAX_INLINE_WRITE_IMM {
+                if n != 1 {
+                    return Err(Invalid::SgeCount);
+                }
+                if sqe.sge[0].length as usize > MAX_INLINE_WRITE_IMM {
                     return Err(Invalid::Length);
                 }
                 return Ok(sqe.sge[0].length);
@@ -892,6 +895,9 @@ mod tests {
         assert_eq!(check_sqe(&i, 6, all), Ok(76));
         i.sge[0].length = 77;
         assert_eq!(check_sqe(&i, 6, all), Err(Invalid::Length));
+        i.sge[0].length = 8;
+        i.num_sge = 2;
+        assert_eq!(check_sqe(&i, 6, all), Err(Invalid::SgeCount));
         assert_eq!(Invalid::Length.status(), status::LOC_LEN_ERR);
 
         // Send with immediate data: the immediate in the rkey, the remote address reserved.
