@@ -12,6 +12,12 @@
 #   and Send with Immediate, each receive completion checked (opcode,
 #   IBV_WC_WITH_IMM, the immediate in network order, byte_len) and the data
 #   and the target word at the end;
+# - tests/provider/siw_hostile.c: malformed RFC 7306 SQEs written straight
+#   into a connected QP's send ring (a reserved byte, a mask or swap value
+#   that does not belong, a wrong result SGE, too many SGEs, too much inline
+#   data, a flag, an opcode the context did not get), one per connection:
+#   each completes with its exact status (Documentation/infiniband/
+#   rsiw-abi.rst, "What the driver checks"), and the console stays clean;
 # - perftest over rdma_cm (-R), VM b serving: ib_atomic_bw and
 #   ib_atomic_lat with -A CMP_AND_SWAP and -A FETCH_AND_ADD, ib_write_bw
 #   and ib_write_lat with --write_with_imm. perftest fails on any
@@ -38,6 +44,11 @@ port=19300
 serve_client siw_ext b "$port" \
 	"$RSIW_PROVIDER_DIR/bin/siw_ext server $ip $port" \
 	"$RSIW_PROVIDER_DIR/bin/siw_ext client $ip $port" 60
+
+port=$((port + 1))
+serve_client siw_hostile b "$port" \
+	"$RSIW_PROVIDER_DIR/bin/siw_hostile server $ip $port" \
+	"$RSIW_PROVIDER_DIR/bin/siw_hostile client $ip $port" 120
 
 for tool in ib_atomic_bw ib_atomic_lat; do
 	for a in CMP_AND_SWAP FETCH_AND_ADD; do
