@@ -13,6 +13,20 @@ __rust_helper struct ib_ucontext *rust_helper_rdma_udata_to_ucontext(struct ib_u
 	return udata ? rdma_udata_to_uverbs_attr_bundle(udata)->context : NULL;
 }
 
+/*
+ * The user context of the command: NULL until its alloc_ucontext has succeeded (the uverbs
+ * file publishes the context only then), so a context under construction is never returned.
+ */
+__rust_helper struct ib_ucontext *rust_helper_rdma_udata_to_live_ucontext(struct ib_udata *udata)
+{
+	struct ib_ucontext *uctx;
+
+	if (!udata)
+		return NULL;
+	uctx = ib_uverbs_get_ucontext(rdma_udata_to_uverbs_attr_bundle(udata));
+	return IS_ERR(uctx) ? NULL : uctx;
+}
+
 __rust_helper u64 rust_helper_rdma_user_mmap_get_offset(const struct rdma_user_mmap_entry *entry)
 {
 	return rdma_user_mmap_get_offset(entry);

@@ -178,7 +178,7 @@ build() {
 			-DNO_MAN_PAGES=1 -DNO_PYVERBS=1 -DENABLE_STATIC=0 \
 			-DCMAKE_EXPORT_COMPILE_COMMANDS=1 /rsiw/tree >/rsiw/cmake.log 2>&1 ||
 			{ tail -30 /rsiw/cmake.log; exit 1; }
-		ninja -j'"$(nproc)"' siw ibverbs >/rsiw/ninja.log 2>&1 || { tail -40 /rsiw/ninja.log; exit 1; }
+		ninja -j'"$(nproc)"' siw ibverbs rdmacm >/rsiw/ninja.log 2>&1 || { tail -40 /rsiw/ninja.log; exit 1; }
 		sh /rsiw/tests/build.sh /rsiw/tree /rsiw/build /rsiw/tests-out
 	' || rsiw_die "the rdma-core build failed (logs in $BROOT/rsiw)"
 	cleanup_root "$BROOT"

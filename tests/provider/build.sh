@@ -37,3 +37,11 @@ eval cc $flags -Werror -UNDEBUG -I"$src/providers/siw" -I"$src" \
 # A program of the provider's own users: the public headers and libsiw.
 cc -O2 -Wall -Wextra -Werror -I"$build/include" -o "$out/siw_ctx" \
 	"$(dirname "$0")/siw_ctx.c" -L"$build/lib" -lsiw -libverbs
+# Malformed extended SQEs written into a connected QP's ring: siw.h's
+# struct siw_qp, so siw.c's flags as for the unit test.
+eval cc $flags -Werror -UNDEBUG -I"$src/providers/siw" -I"$src" \
+	-o "$out/siw_hostile" "$(dirname "$0")/siw_hostile.c" \
+	-L"$build/lib" -lrdmacm -libverbs
+# Atomics and immediate data over rdma_cm, through ibv_post_send().
+cc -O2 -Wall -Wextra -Werror -I"$build/include" -o "$out/siw_ext" \
+	"$(dirname "$0")/siw_ext.c" -L"$build/lib" -lrdmacm -libverbs

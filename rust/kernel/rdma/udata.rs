@@ -10,6 +10,13 @@
 //! forward/backward compatibility rules: responses are truncated to the user's buffer or zero
 //! padded, and unknown non-zero input is rejected.
 
+use super::{
+    device::{
+        Device,
+        Driver, //
+    },
+    ucontext::Ucontext,
+};
 use crate::{
     bindings,
     error::to_result,
@@ -67,6 +74,46 @@ impl Udata {
     pub fn check_no_io(&self) -> Result {
         // SAFETY: By the type invariant the struct is valid.
         to_result(unsafe { bindings::ib_no_udata_io(self.as_raw()) })
+    }
+
+    /// Copies the user's request into an `R` (`ib_copy_validate_udata_in()`).
+    ///
+    /// The request must have at least `min_len` bytes (the size of the first version of the
+    /// struct; 0 if the request is optional), else `EINVAL`. A shorter request is zero padded;
+    /// a longer one is accepted if the bytes beyond `R` are zero, else `EOPNOTSUPP`.
+    pub fn copy_in<R>(&self, min_len: usize) -> Result<R>
+    where
+        R: zerocopy::FromBytes + zerocopy::IntoBytes,
+    {
+        let mut req = R::new_zeroed();
+        let bytes = req.as_mut_bytes();
+        // SAFETY: By the type invariant the struct is valid; `bytes` is valid for writes of
+        // `bytes.len()` bytes, and any bytes are a valid `R` (`FromBytes`).
+        to_result(unsafe {
+            bindings::_ib_copy_validate_udata_in(
+                self.as_raw(),
+                bytes.as_mut_ptr().cast(),
+                bytes.len(),
+                min_len,
+            )
+        })?;
+        Ok(req)
+    }
+
+    /// Returns the user context of `dev` the command runs in.
+    ///
+    /// `None` while the context itself is being created (in
+    /// [`Operations::alloc`](super::ucontext::Operations::alloc)): ib_core publishes a context
+    /// only once it is initialised.
+    pub fn ucontext<T: Driver>(&self, dev: &Device<T>) -> Option<&Ucontext<T>> {
+        // SAFETY: By the type invariant the struct is valid, and it is the driver data of a
+        // uverbs command, which runs under the device's disassociation SRCU as the helper
+        // requires.
+        let uctx = unsafe { bindings::rdma_udata_to_live_ucontext(self.as_raw()) };
+        // SAFETY: `uctx` is NULL or the published, hence initialised, context of the command;
+        // uverbs does not destroy it while a command of it runs (`hw_destroy_rwsem`), so it
+        // outlives `self`.
+        unsafe { Ucontext::<T>::peer(dev, uctx) }
     }
 
     /// Copies `resp` to the user's output buffer, truncating it to the buffer or zero padding

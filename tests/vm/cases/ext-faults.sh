@@ -1,13 +1,15 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=rsiw timeout=900 kernel=debug
+# rsiw-test: vms=2 a=rsiw b=rsiw provider_a=rsiw timeout=900 kernel=debug
 #
 # RFC 7306 at rsiw's responder against a raw TCP peer, on the KASAN kernel:
 # VM a loads rsiw with rfc7306=1 and runs an rdma_cm server with a page of
 # remote atomic access and one without; VM b is a raw MPA peer
 # (tests/vm/py/ext_faults.py). A FetchAdd gets its Atomic Response byte for
 # byte and the word adds up (which needs iw_cm's remote atomic access, the
-# patch in patches/); Immediate Data completes a receive. Then each error
+# patch in patches/); Immediate Data completes a receive, with the immediate
+# (the server uses the patched provider, whose context takes Immediate Data:
+# a QP of a legacy context refuses it, see provider-abi). Then each error
 # gets its Terminate triple, the server's QP goes to ERROR, its receive is
 # flushed and memory is untouched: an atomic to a wrong STag (0/1/00),
 # without the right (0/1/02), past the region (0/1/01), misaligned (0/2/07),

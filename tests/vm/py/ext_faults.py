@@ -13,6 +13,7 @@
 #                    to a word the server set                  original, its Request
 #                                                              Identifier; word + 5
 #   imm              Immediate Data (IMM-01)                  a receive completes
+#                                                             with it
 #   atom-stag        an Atomic Request to a wrong STag       TERM 0/1/00 (ATOM-12)
 #   atom-right       ... to the page without remote atomic   TERM 0/1/02 (ATOM-12)
 #   atom-oob         ... to the 8 bytes after the page       TERM 0/1/01 (ATOM-12)
@@ -157,9 +158,13 @@ def server(addr, port, checks):
             if words != (INIT + 5, INIT) or wc.status != e.IBV_WC_WR_FLUSH_ERR:
                 fail(f'{check}: words {words}, receive {wc.status}')
         elif check == 'imm':
-            # A user CQ (stock provider) sees a receive without the immediate.
-            if wc.status != e.IBV_WC_SUCCESS or wc.byte_len != 0:
-                fail(f'{check}: receive status {wc.status} length {wc.byte_len}')
+            # An extended context (the patched provider) sees the immediate alone.
+            if (wc.status != e.IBV_WC_SUCCESS or wc.byte_len != 0 or
+                    wc.opcode != e.IBV_WC_RECV_RDMA_WITH_IMM or
+                    not wc.wc_flags & e.IBV_WC_WITH_IMM or
+                    socket.ntohl(wc.imm_data) != 0x11223344):
+                fail(f'{check}: receive status {wc.status} length {wc.byte_len} '
+                     f'opcode {wc.opcode} flags {wc.wc_flags:#x} imm {wc.imm_data:#x}')
         elif check != 'atom-ird':
             if words != (INIT, INIT) or other != (INIT, INIT):
                 fail(f'{check}: memory changed: {words} {other}')

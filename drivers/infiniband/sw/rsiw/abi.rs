@@ -10,6 +10,10 @@ use crate::{
     limits,
     mem::UrespRegMr,
     wqe::{
+        flags,
+        imm_slot,
+        op,
+        status,
         Cqe,
         Rqe,
         Sge,
@@ -26,7 +30,19 @@ use kernel::{
     prelude::*,
     uapi, //
 };
-use zerocopy_derive::Immutable;
+use zerocopy_derive::{
+    FromBytes,
+    Immutable, //
+};
+
+/// Request of `alloc_ucontext` (`struct siw_ureq_alloc_ctx`), optional: the stock provider
+/// sends none.
+#[repr(C)]
+#[derive(FromBytes, IntoBytes, Immutable)]
+pub(crate) struct UreqAllocCtx {
+    /// The [`ext`] bits the provider can use.
+    pub(crate) ext_req: u64,
+}
 
 /// Response of `alloc_ucontext` (`struct siw_uresp_alloc_ctx`).
 #[repr(C)]
@@ -37,6 +53,80 @@ pub(crate) struct UrespAllocCtx {
     /// Padding, zero.
     pub(crate) pad: u32,
 }
+
+/// Response of `alloc_ucontext` to a request with a non-zero `ext_req`
+/// (`struct siw_uresp_alloc_ctx_ext`): [`UrespAllocCtx`] and what the context got.
+#[repr(C)]
+#[derive(IntoBytes, Immutable)]
+pub(crate) struct UrespAllocCtxExt {
+    /// Device identifier (the device's vendor part id).
+    pub(crate) dev_id: u32,
+    /// Padding, zero.
+    pub(crate) pad: u32,
+    /// The [`ext`] bits granted: a subset of the request's.
+    pub(crate) ext_caps: u64,
+    /// Bytes of a Verify digest, 0 without `SIW_CTX_EXT_VERIFY` (never granted).
+    pub(crate) verify_digest_len: u8,
+    /// Zero.
+    pub(crate) reserved: [u8; 7],
+}
+
+const _: () = {
+    assert!(core::mem::size_of::<UreqAllocCtx>() == 8);
+    assert!(core::mem::size_of::<UrespAllocCtx>() == 8);
+    assert!(core::mem::size_of::<UrespAllocCtxExt>() == 24);
+};
+
+/// The ABI extensions of a user context (`enum siw_ctx_ext`,
+/// `Documentation/infiniband/rsiw-abi.rst`). A context that got none is a legacy context.
+pub(crate) mod ext {
+    /// Extended CQEs: opcodes from `SIW_NUM_OPCODES`, `SIW_WC_REM_OP_ERR`, immediate data.
+    /// Granted whenever asked for, even with every extension switched off.
+    pub(crate) const CQE: u64 = 1 << 0;
+    /// `SIW_OP_COMP_AND_SWAP` and `SIW_OP_FETCH_AND_ADD`.
+    pub(crate) const ATOMICS: u64 = 1 << 1;
+    /// Their masked variants.
+    pub(crate) const MASKED_ATOMICS: u64 = 1 << 2;
+    /// `SIW_OP_WRITE_WITH_IMM`.
+    pub(crate) const WRITE_WITH_IMM: u64 = 1 << 3;
+    /// `SIW_OP_SEND_WITH_IMM`.
+    pub(crate) const SEND_WITH_IMM: u64 = 1 << 4;
+    // Bits 5-8 (Flush global and persistent, Atomic Write, Verify) are defined by the ABI
+    // and never granted: the commit extensions are not implemented.
+
+    /// The RFC 7306 extensions (the module parameter `rfc7306`).
+    pub(crate) const RFC7306: u64 = ATOMICS | MASKED_ATOMICS | WRITE_WITH_IMM | SEND_WITH_IMM;
+
+    /// What a device supports: extended CQEs always, RFC 7306 if it is switched on.
+    pub(crate) const fn supported(rfc7306: bool) -> u64 {
+        if rfc7306 {
+            CQE | RFC7306
+        } else {
+            CQE
+        }
+    }
+
+    /// What a context that asked for `req` gets: `req & supported`, nothing without
+    /// [`CQE`] (a context that cannot read extended CQEs must not cause them). Unknown bits
+    /// are not an error: a newer provider gets what this driver has.
+    pub(crate) const fn grant(req: u64, rfc7306: bool) -> u64 {
+        let g = req & supported(rfc7306);
+        if g & CQE == 0 {
+            0
+        } else {
+            g
+        }
+    }
+}
+
+const _: () = {
+    // Unknown bits are no error; nothing without the extended CQEs; RFC 7306 only if on.
+    assert!(ext::grant(0, true) == 0);
+    assert!(ext::grant(u64::MAX, true) == 0x1f);
+    assert!(ext::grant(u64::MAX, false) == ext::CQE);
+    assert!(ext::grant(ext::RFC7306, true) == 0);
+    assert!(ext::grant(ext::CQE | ext::ATOMICS | (1 << 8), true) == ext::CQE | ext::ATOMICS);
+};
 
 /// The mmap key of a queue that is not mapped (`SIW_INVAL_UOBJ_KEY`).
 pub(crate) const INVAL_UOBJ_KEY: u64 = 0x08_ffff + 1;
@@ -128,4 +218,24 @@ const _: () = {
     assert_layout!(Rqe, uapi::siw_rqe: id, flags, num_sge, opcode, unused, sge);
     assert_layout!(Cqe, uapi::siw_cqe:
         id, flags, opcode, status, bytes, imm_data as __bindgen_anon_1, qp_id as __bindgen_anon_2);
+
+    // The negotiated extensions (Documentation/infiniband/rsiw-abi.rst).
+    assert_layout!(UreqAllocCtx, uapi::siw_ureq_alloc_ctx: ext_req);
+    assert_layout!(UrespAllocCtxExt, uapi::siw_uresp_alloc_ctx_ext:
+        dev_id, pad, ext_caps, verify_digest_len, reserved);
+    assert!(ext::CQE == uapi::siw_ctx_ext_SIW_CTX_EXT_CQE as u64);
+    assert!(ext::ATOMICS == uapi::siw_ctx_ext_SIW_CTX_EXT_ATOMICS as u64);
+    assert!(ext::MASKED_ATOMICS == uapi::siw_ctx_ext_SIW_CTX_EXT_MASKED_ATOMICS as u64);
+    assert!(ext::WRITE_WITH_IMM == uapi::siw_ctx_ext_SIW_CTX_EXT_WRITE_WITH_IMM as u64);
+    assert!(ext::SEND_WITH_IMM == uapi::siw_ctx_ext_SIW_CTX_EXT_SEND_WITH_IMM as u64);
+    assert!(op::NUM as u32 == uapi::siw_opcode_SIW_NUM_OPCODES);
+    assert!(op::WRITE_WITH_IMM as u32 == uapi::siw_opcode_SIW_OP_WRITE_WITH_IMM);
+    assert!(op::MASKED_FETCH_AND_ADD as u32 == uapi::siw_opcode_SIW_OP_MASKED_FETCH_AND_ADD);
+    assert!(op::MASKED_COMP_AND_SWAP as u32 == uapi::siw_opcode_SIW_OP_MASKED_COMP_AND_SWAP);
+    assert!(op::RECV_WRITE_IMM as u32 == uapi::siw_opcode_SIW_OP_RECEIVE_RDMA_WITH_IMM);
+    assert!(op::NUM_EXT as u32 == uapi::siw_opcode_SIW_NUM_OPCODES_EXT);
+    assert!(flags::WITH_IMM as u32 == uapi::siw_wqe_flags_SIW_WQE_WITH_IMM);
+    assert!(status::NUM as u32 == uapi::siw_wc_status_SIW_NUM_WC_STATUS);
+    assert!(status::REM_OP_ERR as u32 == uapi::siw_wc_status_SIW_WC_REM_OP_ERR);
+    assert!(imm_slot() == uapi::SIW_MAX_SGE_WRITE_IMM as usize);
 };

@@ -10,7 +10,10 @@
 
 use crate::{
     abi::UrespCreateCq,
-    device::RsiwDevice,
+    device::{
+        RsiwDevice,
+        RsiwUcontext, //
+    },
     limits,
     ring::{
         self,
@@ -21,6 +24,7 @@ use crate::{
         op,
         status,
         Completion,
+        Consumer,
         Cqe, //
     },
 };
@@ -73,8 +77,8 @@ struct CqState {
 pub(crate) struct RsiwCq {
     /// The ring of CQEs followed by the arming word.
     ring: Ring<Cqe>,
-    /// Whether the CQ belongs to a user context.
-    user: bool,
+    /// Who reads the completions: a kernel ULP, or a user context and its ABI extensions.
+    who: Consumer,
     #[pin]
     state: SpinLockIrq<CqState>,
 }
@@ -89,13 +93,16 @@ impl RsiwCq {
         attr: &CqInitAttr,
         udata: Option<&Udata>,
     ) -> impl PinInit<Self, Error> {
-        let user = udata.is_some();
+        let who = match udata {
+            Some(_) => Consumer::User(RsiwUcontext::ext_of(dev, udata)),
+            None => Consumer::Kernel,
+        };
         let res = Self::alloc(dev, attr, udata);
         pin_init::pin_init_scope(move || {
             let (ring, qps) = res?;
             Ok(try_pin_init!(Self {
                 ring,
-                user,
+                who,
                 state <- new_spinlock_irq!(CqState { put: 0, get: 0, qps }, "rsiw_cq"),
             }))
         })
@@ -171,22 +178,24 @@ impl RsiwCq {
                 }
                 None => 0,
             };
-            // A user CQ sees only what the siw ABI defines (the stock provider indexes its
-            // opcode table unchecked and ignores the immediate).
-            let opcode = if this.user {
-                op::for_user(c.opcode)
+            // The CQ of a legacy user context sees only what the original siw ABI defines
+            // (the stock provider indexes its opcode and status tables unchecked and ignores
+            // the immediate); kernel CQs and extended contexts see everything
+            // (`Documentation/infiniband/rsiw-abi.rst`).
+            let (opcode, wc_status) = if this.who.user() && !this.who.extended() {
+                (op::for_user(c.opcode), status::for_legacy(c.status))
             } else {
                 if let Some(v) = c.imm {
                     fl |= wqe::flags::WITH_IMM as u8;
-                    imm = u64::from(v);
+                    imm = wqe::imm_to_cqe(v);
                 }
-                c.opcode
+                (c.opcode, c.status)
             };
             let cqe = Cqe {
                 id: c.id,
                 flags: 0,
                 opcode,
-                status: c.status,
+                status: wc_status,
                 bytes: c.bytes,
                 imm_data: imm,
                 qp_id: u64::from(qp.qp_num()),
@@ -195,7 +204,7 @@ impl RsiwCq {
             if let Some(t) = st.qps.get_mut(ring::slot(put, this.ring.size()) as usize) {
                 *t = Some(qp.token());
             }
-            let st16 = c.status.to_ne_bytes();
+            let st16 = wc_status.to_ne_bytes();
             slot.store_release_u32(
                 wqe::FLAGS_OFFSET,
                 u32::from_ne_bytes([fl, opcode, st16[0], st16[1]]),
@@ -232,7 +241,7 @@ impl RsiwCq {
         this.ring.xchg_extra_u32(CTRL, v);
         if flags.contains(CqNotifyFlag::ReportMissedEvents) {
             let st = this.state.lock();
-            return Ok(this.user || this.ring.is_valid(st.get));
+            return Ok(this.who.user() || this.ring.is_valid(st.get));
         }
         Ok(false)
     }
@@ -289,6 +298,7 @@ fn to_wc(cqe: &Cqe, qp: Option<QpToken>) -> WorkCompletion {
         status::REM_ACCESS_ERR => Some(WcStatus::REM_ACCESS_ERR),
         status::REM_INV_REQ_ERR => Some(WcStatus::REM_INV_REQ_ERR),
         status::GENERAL_ERR => Some(WcStatus::GENERAL_ERR),
+        status::REM_OP_ERR => Some(WcStatus::REM_OP_ERR),
         _ => None,
     };
     let (opcode, st) = match (opcode, st) {
@@ -304,7 +314,7 @@ fn to_wc(cqe: &Cqe, qp: Option<QpToken>) -> WorkCompletion {
         vendor_err: 0,
         byte_len: cqe.bytes,
         qp,
-        imm_data: imm.then_some(cqe.imm_data as u32),
+        imm_data: imm.then_some(wqe::imm_from_cqe(cqe.imm_data)),
         invalidate_rkey: if inval {
             Some(cqe.imm_data as u32)
         } else {

@@ -7,7 +7,12 @@
 //! ([`NetdevEvents`]) or when the module is unloaded (the fence of the link registration).
 
 use crate::{
-    abi::UrespAllocCtx,
+    abi::{
+        self,
+        UreqAllocCtx,
+        UrespAllocCtx,
+        UrespAllocCtxExt, //
+    },
     cm,
     cq::RsiwCq,
     limits,
@@ -291,8 +296,49 @@ impl RsiwDevice {
     }
 }
 
-/// Per-ucontext data (nothing yet: rings and mmap entries come with the verbs objects).
-pub(crate) struct RsiwUcontext;
+/// Per-ucontext data: the ABI extensions the context got (rings and mmap entries come with the
+/// verbs objects).
+pub(crate) struct RsiwUcontext {
+    /// The [`abi::ext`] bits granted; 0 for a legacy context.
+    ext: u64,
+}
+
+impl RsiwUcontext {
+    /// Returns the [`abi::ext`] bits granted to the context of `udata`, if any: 0 for a legacy
+    /// context, and for kernel objects (no `udata`).
+    pub(crate) fn ext_of(dev: &Device<RsiwDevice>, udata: Option<&Udata>) -> u64 {
+        udata
+            .and_then(|u| u.ucontext(dev))
+            .map_or(0, |c: &Ucontext<RsiwDevice>| c.ext)
+    }
+
+    /// Negotiates the extensions (`Documentation/infiniband/rsiw-abi.rst`): reads the optional
+    /// request, answers with the extended reply only if it asked for something (a request
+    /// longer than [`UreqAllocCtx`] is taken if its tail is zero). Returns the granted bits.
+    fn negotiate(dev: &Device<RsiwDevice>, udata: &Udata) -> Result<u64> {
+        let req: UreqAllocCtx = udata.copy_in(0)?;
+        // C siw refuses a reply buffer smaller than its struct (the stock provider's).
+        if udata.outlen() < core::mem::size_of::<UrespAllocCtx>() {
+            return Err(EINVAL);
+        }
+        if req.ext_req == 0 {
+            udata.respond(&UrespAllocCtx {
+                dev_id: dev.part_id,
+                pad: 0,
+            })?;
+            return Ok(0);
+        }
+        let ext = abi::ext::grant(req.ext_req, dev.rfc7306);
+        udata.respond(&UrespAllocCtxExt {
+            dev_id: dev.part_id,
+            pad: 0,
+            ext_caps: ext,
+            verify_digest_len: 0,
+            reserved: [0; 7],
+        })?;
+        Ok(ext)
+    }
+}
 
 /// Per-PD data.
 pub(crate) struct RsiwPd;
@@ -391,29 +437,15 @@ impl ucontext::Operations for RsiwUcontext {
     type Driver = RsiwDevice;
 
     fn alloc(dev: &Device<RsiwDevice>, udata: &Udata) -> impl PinInit<Self, Error> {
-        dev.contexts.take().and_then(|()| {
-            let resp = UrespAllocCtx {
-                dev_id: dev.part_id,
-                pad: 0,
-            };
-            let res = udata
-                .check_in_empty()
-                .and_then(|()| {
-                    if udata.outlen() < core::mem::size_of::<UrespAllocCtx>() {
-                        Err(EINVAL)
-                    } else {
-                        Ok(())
-                    }
-                })
-                .and_then(|()| udata.respond(&resp));
-            match res {
-                Ok(()) => Ok(RsiwUcontext),
+        dev.contexts
+            .take()
+            .and_then(|()| match RsiwUcontext::negotiate(dev, udata) {
+                Ok(ext) => Ok(RsiwUcontext { ext }),
                 Err(e) => {
                     dev.contexts.put();
                     Err(e)
                 }
-            }
-        })
+            })
     }
 
     fn dealloc(uctx: &Ucontext<RsiwDevice>) {

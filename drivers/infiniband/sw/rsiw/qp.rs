@@ -28,7 +28,8 @@ use crate::{
     cq::RsiwCq,
     device::{
         self,
-        RsiwDevice, //
+        RsiwDevice,
+        RsiwUcontext, //
     },
     limits,
     mem::{
@@ -54,9 +55,11 @@ use crate::{
         copy_sges,
         flags,
         op,
+        sanitise_opcode,
         status,
         AtomicArgs,
         Completion,
+        Consumer,
         Rqe,
         SqCompletion,
         Sqe, //
@@ -260,6 +263,8 @@ struct NewQp {
 pub(crate) struct RsiwQp {
     qp_num: u32,
     user: bool,
+    /// Who posts to the send queue: a kernel ULP, or a user context and its ABI extensions.
+    who: Consumer,
     caps: Caps,
     sq: Ring<Sqe>,
     rq: Option<Ring<Rqe>>,
@@ -379,6 +384,10 @@ impl RsiwQp {
     ) -> impl PinInit<Self, Error> {
         let res = Self::alloc(dev, attr, udata);
         let user = udata.is_some();
+        let who = match udata {
+            Some(_) => Consumer::User(RsiwUcontext::ext_of(dev, udata)),
+            None => Consumer::Kernel,
+        };
         pin_init::pin_init_scope(move || {
             let NewQp {
                 qp_num,
@@ -389,6 +398,7 @@ impl RsiwQp {
             Ok(try_pin_init!(Self {
                 qp_num,
                 user,
+                who,
                 caps,
                 sq,
                 rq,
@@ -494,6 +504,12 @@ impl RsiwQp {
     /// Returns the QP number.
     pub(crate) fn qp_num(&self) -> u32 {
         self.qp_num
+    }
+
+    /// Whether the QP takes Immediate Data: not if it belongs to a legacy user context,
+    /// whose CQ cannot show it.
+    pub(crate) fn takes_imm(&self) -> bool {
+        !self.who.user() || self.who.extended()
     }
 
     /// The remote rights the QP grants (its `IB_ACCESS_*` flags: remote write, read and
@@ -698,7 +714,7 @@ impl RsiwQp {
             if !this.sq.take_into(&this.sq_get, &mut s) {
                 break;
             }
-            let op = sanitise_opcode(s.opcode);
+            let op = sanitise_opcode(s.opcode, this.who);
             Self::complete_sq(qp, SqCompletion::new(s.id, op, status::WR_FLUSH_ERR, 0));
         }
     }
@@ -866,7 +882,7 @@ impl RsiwQp {
             }
         }
         // The same check the TX engine applies to user SQEs.
-        check_sqe(&sqe, self.caps.sq_max_sge, false).map_err(|_| EINVAL)?;
+        check_sqe(&sqe, self.caps.sq_max_sge, Consumer::Kernel).map_err(|_| EINVAL)?;
         Ok(sqe)
     }
 
@@ -943,11 +959,11 @@ impl RsiwQp {
         if !self.sq.take_into(&self.sq_get, sqe) {
             return None;
         }
-        Some(match check_sqe(sqe, self.caps.sq_max_sge, self.user) {
+        Some(match check_sqe(sqe, self.caps.sq_max_sge, self.who) {
             Ok(_) => Ok(()),
             Err(e) => Err(SqCompletion::new(
                 sqe.id,
-                sanitise_opcode(sqe.opcode),
+                sanitise_opcode(sqe.opcode, self.who),
                 e.status(),
                 0,
             )),
@@ -982,16 +998,6 @@ impl RsiwQp {
 /// The completion of a flushed receive.
 pub(crate) fn flushed_rqe(id: u64) -> Completion {
     Completion::recv(id, status::WR_FLUSH_ERR)
-}
-
-/// Returns `opcode` if it is a valid `SIW_OP_*`, else `SIW_OP_SEND` (for completions of garbage
-/// SQEs written by a user).
-fn sanitise_opcode(opcode: u8) -> u8 {
-    if opcode < op::NUM {
-        opcode
-    } else {
-        op::SEND
-    }
 }
 
 #[cfg(CONFIG_RDMA_RSIW_KUNIT_TEST)]

@@ -259,7 +259,9 @@ impl RxState {
                 self.recv.segment(path, qp, &mut self.untagged, seg, out)?;
                 self.target = Target::Recv(mo);
             }
-            (Role::Imm, _) => {
+            // A legacy user context cannot see its completion: as if RFC 7306 were off
+            // (`Documentation/infiniband/rsiw-abi.rst`), 0/2/06 below.
+            (Role::Imm, _) if qp.takes_imm() => {
                 self.recv
                     .imm_segment(path, qp, &mut self.untagged, seg, out)?;
             }

@@ -8,7 +8,10 @@
 //! ([`crate::ring::Ring::read`]) and then validated here; only a validated copy is acted upon,
 //! so a user rewriting the ring concurrently cannot change what the kernel checked.
 
-use crate::limits;
+use crate::{
+    abi::ext,
+    limits, //
+};
 use kernel::{
     prelude::*,
     rdma::wr::{
@@ -202,8 +205,9 @@ pub(crate) mod flags {
     pub(crate) const READ_FENCE: u16 = 1 << 4;
     /// The completion reports an invalidated STag.
     pub(crate) const REM_INVAL: u16 = 1 << 5;
-    /// The completion carries immediate data (kernel CQs only: `IB_WC_WITH_IMM`).
-    pub(crate) const WITH_IMM: u16 = 1 << 6;
+    /// The completion carries immediate data (`SIW_WQE_WITH_IMM`: kernel CQs and those of
+    /// extended user contexts), see [`super::imm_to_cqe`].
+    pub(crate) const WITH_IMM: u16 = 1 << 7;
     /// Flags a send queue element may carry.
     pub(crate) const SQE_KNOWN: u16 = VALID | INLINE | SIGNALLED | SOLICITED | READ_FENCE;
     /// Flags a receive queue element may carry.
@@ -220,13 +224,13 @@ pub(crate) mod op {
     pub(crate) const READ_LOCAL_INV: u8 = 2;
     /// Send.
     pub(crate) const SEND: u8 = 3;
-    /// Send with immediate data (kernel only: the immediate in `rkey`).
+    /// Send with immediate data (the immediate in `rkey`, as sent: network byte order).
     pub(crate) const SEND_WITH_IMM: u8 = 4;
     /// Send with Invalidate.
     pub(crate) const SEND_REMOTE_INV: u8 = 5;
-    /// Fetch and add (kernel only, see [`AtomicArgs`]).
+    /// Fetch and add (see [`AtomicArgs`]).
     pub(crate) const FETCH_AND_ADD: u8 = 6;
-    /// Compare and swap (kernel only, see [`AtomicArgs`]).
+    /// Compare and swap (see [`AtomicArgs`]).
     pub(crate) const COMP_AND_SWAP: u8 = 7;
     /// Receive (completions only).
     pub(crate) const RECEIVE: u8 = 8;
@@ -237,7 +241,8 @@ pub(crate) mod op {
     /// Number of opcodes (`SIW_NUM_OPCODES`): the last one user space may see.
     pub(crate) const NUM: u8 = 12;
 
-    // Kernel QPs and CQs only, beyond the siw ABI (user rings never hold them).
+    // Beyond the opcodes of the original siw ABI: kernel QPs and CQs, and user contexts that
+    // got the extension (`Documentation/infiniband/rsiw-abi.rst`).
 
     /// RDMA Write with immediate data (the immediate in `sge[NUM_SGE - 1]`, see
     /// [`super::imm_slot`]).
@@ -249,6 +254,9 @@ pub(crate) mod op {
     /// Receive of an RDMA Write with immediate data, or of Immediate Data alone (completions
     /// only).
     pub(crate) const RECV_WRITE_IMM: u8 = 15;
+    /// Number of opcodes of extended contexts (`SIW_NUM_OPCODES_EXT`): Flush (16), Atomic
+    /// Write (17) and Verify (18) are defined by the ABI, not implemented.
+    pub(crate) const NUM_EXT: u8 = 19;
 
     /// Whether `opcode` is one of the four atomics.
     pub(crate) const fn is_atomic(opcode: u8) -> bool {
@@ -258,8 +266,9 @@ pub(crate) mod op {
         )
     }
 
-    /// The opcode a user CQ reports for `opcode`: the kernel-only ones as their nearest siw
-    /// ABI opcode (the stock provider indexes a table of [`NUM`] entries with it).
+    /// The opcode the CQ of a legacy user context reports for `opcode`: the extended ones as
+    /// their nearest siw ABI opcode (the stock provider indexes a table of [`NUM`] entries
+    /// with it).
     pub(crate) const fn for_user(opcode: u8) -> u8 {
         match opcode {
             WRITE_WITH_IMM => WRITE,
@@ -273,7 +282,8 @@ pub(crate) mod op {
 }
 
 /// The operands of an atomic send queue element, kept in the bytes of `sge[1..3]` (an atomic
-/// has one SGE, its 8-byte result buffer), in native byte order. Kernel QPs only.
+/// has one SGE, its 8-byte result buffer), in native byte order: `struct siw_sqe_atomic`,
+/// bytes 40-71 of the SQE.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct AtomicArgs {
     /// Compare value (compare and swap) or value to add (fetch and add).
@@ -322,9 +332,9 @@ impl AtomicArgs {
     }
 }
 
-/// Where an RDMA Write with immediate data keeps its immediate: the `lkey` of the last SGE,
-/// which it therefore cannot use (at most `NUM_SGE - 1` SGEs, or 64 bytes inline). Kernel QPs
-/// only.
+/// Where an RDMA Write with immediate data keeps its immediate (`write_imm_data`, the last 4
+/// bytes of the SQE): the `lkey` of the last SGE, which it therefore cannot use (at most
+/// `NUM_SGE - 1` SGEs, or [`MAX_INLINE_WRITE_IMM`] bytes inline).
 pub(crate) const fn imm_slot() -> usize {
     NUM_SGE - 1
 }
@@ -351,14 +361,74 @@ pub(crate) mod status {
     pub(crate) const REM_INV_REQ_ERR: u16 = 8;
     /// General error.
     pub(crate) const GENERAL_ERR: u16 = 9;
+    /// Number of statuses a legacy user context may see (`SIW_NUM_WC_STATUS`).
+    pub(crate) const NUM: u16 = 10;
+    /// Remote operation error (`SIW_WC_REM_OP_ERR`, extended contexts and kernel CQs only).
+    pub(crate) const REM_OP_ERR: u16 = 10;
+
+    /// The status the CQ of a legacy user context reports for `status`: the extended ones as
+    /// a general error.
+    pub(crate) const fn for_legacy(status: u16) -> u16 {
+        if status < NUM {
+            status
+        } else {
+            GENERAL_ERR
+        }
+    }
+}
+
+/// The `imm_data` word of a CQE carrying immediate data `imm` (the 32 bits as sent, network
+/// byte order, read as a native `u32`): `imm32`, its first 4 bytes, then zeros.
+pub(crate) fn imm_to_cqe(imm: u32) -> u64 {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&imm.to_ne_bytes());
+    u64::from_ne_bytes(b)
+}
+
+/// The immediate data of a CQE's `imm_data` word ([`imm_to_cqe`]).
+pub(crate) fn imm_from_cqe(word: u64) -> u32 {
+    let b = word.to_ne_bytes();
+    u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// Who posts to a queue and reads its completions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Consumer {
+    /// A kernel ULP: every opcode it may post was checked when it posted.
+    Kernel,
+    /// A user context with these [`ext`] bits (0: a legacy context).
+    User(u64),
+}
+
+impl Consumer {
+    /// Whether a user context that got the extended CQEs.
+    pub(crate) const fn extended(self) -> bool {
+        match self {
+            Consumer::Kernel => false,
+            Consumer::User(e) => e & ext::CQE != 0,
+        }
+    }
+
+    /// Whether this is a user context.
+    pub(crate) const fn user(self) -> bool {
+        matches!(self, Consumer::User(_))
+    }
 }
 
 /// Inline data capacity of an SQE (`SIW_MAX_INLINE`: `sge[1..]`).
 pub(crate) const MAX_INLINE: usize = core::mem::size_of::<Sge>() * (NUM_SGE - 1);
 
-/// Inline data capacity of an RDMA Write with immediate data: `sge[1..NUM_SGE - 1]`, the last
-/// slot holding the immediate ([`imm_slot`]).
-pub(crate) const MAX_INLINE_WRITE_IMM: usize = core::mem::size_of::<Sge>() * (NUM_SGE - 2);
+/// Inline data capacity of an RDMA Write with immediate data (`SIW_MAX_INLINE_WRITE_IMM`):
+/// bytes 40-115, the last 4 bytes holding the immediate ([`imm_slot`]).
+pub(crate) const MAX_INLINE_WRITE_IMM: usize = MAX_INLINE - 4;
+
+const _: () = {
+    // The immediate of a Write with immediate data is the last word of the SQE.
+    assert!(
+        core::mem::offset_of!(Sqe, sge) + imm_slot() * core::mem::size_of::<Sge>() + 12 == 120 - 4
+    );
+    assert!(core::mem::offset_of!(Sqe, sge) + 16 + MAX_INLINE_WRITE_IMM == 120 - 4);
+};
 
 /// Why a work queue element was rejected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -371,6 +441,8 @@ pub(crate) enum Invalid {
     Flags,
     /// Total length overflows 32 bits, or inline data too long.
     Length,
+    /// A field of an extended encoding out of its range, or a reserved byte not zero.
+    Field,
 }
 
 impl Invalid {
@@ -383,25 +455,61 @@ impl Invalid {
     }
 }
 
-/// Returns whether `opcode` may be posted to a send queue, by a user (`user`) or kernel
-/// consumer. User space (libsiw) posts only Write, Read, Send and Send with Invalidate; the
-/// other operations are kernel verbs.
-pub(crate) fn sq_opcode_allowed(opcode: u8, user: bool) -> bool {
+/// Returns whether `opcode` may be posted to a send queue by `who`. A legacy user context
+/// (libsiw) posts only Write, Read, Send and Send with Invalidate; an extended one also the
+/// RFC 7306 operations it got ([`ext`]); the other operations are kernel verbs (whose RFC 7306
+/// operations were checked against the device when posted).
+pub(crate) fn sq_opcode_allowed(opcode: u8, who: Consumer) -> bool {
+    let got = |bit: u64| match who {
+        Consumer::Kernel => true,
+        Consumer::User(e) => e & ext::CQE != 0 && e & bit != 0,
+    };
     match opcode {
         op::WRITE | op::READ | op::SEND | op::SEND_REMOTE_INV => true,
-        op::READ_LOCAL_INV | op::INVAL_STAG | op::REG_MR => !user,
-        // RFC 7306: kernel QPs only (the siw ABI has no encoding for them).
-        op::SEND_WITH_IMM | op::WRITE_WITH_IMM => !user,
-        o if op::is_atomic(o) => !user,
+        op::READ_LOCAL_INV | op::INVAL_STAG | op::REG_MR => !who.user(),
+        op::SEND_WITH_IMM => got(ext::SEND_WITH_IMM),
+        op::WRITE_WITH_IMM => got(ext::WRITE_WITH_IMM),
+        op::FETCH_AND_ADD | op::COMP_AND_SWAP => got(ext::ATOMICS),
+        op::MASKED_FETCH_AND_ADD | op::MASKED_COMP_AND_SWAP => got(ext::MASKED_ATOMICS),
         _ => false,
     }
 }
 
-/// Validates a copied send queue element against the QP's SGE limit.
+/// The checks of the extended encodings that only user SQEs need (kernel SQEs are built by
+/// [`crate::qp::RsiwQp`]): reserved bytes and operands that must be zero
+/// (`Documentation/infiniband/rsiw-abi.rst`, "Send queue elements").
+fn check_user_ext(sqe: &Sqe) -> Result<(), Invalid> {
+    let bytes = sqe.as_bytes();
+    let zero = |r: core::ops::Range<usize>| bytes.get(r).is_some_and(|b| b.iter().all(|&x| x == 0));
+    let ok = match sqe.opcode {
+        // The immediate replaces the rkey; the remote address is reserved.
+        op::SEND_WITH_IMM => sqe.raddr == 0,
+        o if op::is_atomic(o) => {
+            let a = AtomicArgs::from_sqe(sqe);
+            // The result SGE is 8 bytes; 72-119 reserved.
+            sqe.sge[0].length == 8
+                && zero(72..120)
+                && match o {
+                    op::FETCH_AND_ADD => a.swap == 0 && a.compare_add_mask == 0 && a.swap_mask == 0,
+                    op::COMP_AND_SWAP => a.compare_add_mask == 0 && a.swap_mask == 0,
+                    op::MASKED_FETCH_AND_ADD => a.swap == 0 && a.swap_mask == 0,
+                    _ => true,
+                }
+        }
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Invalid::Field)
+    }
+}
+
+/// Validates a copied send queue element of `who` against the QP's SGE limit.
 ///
 /// Returns the total payload length on success.
-pub(crate) fn check_sqe(sqe: &Sqe, max_sge: u32, user: bool) -> Result<u32, Invalid> {
-    if !sq_opcode_allowed(sqe.opcode, user) {
+pub(crate) fn check_sqe(sqe: &Sqe, max_sge: u32, who: Consumer) -> Result<u32, Invalid> {
+    if !sq_opcode_allowed(sqe.opcode, who) {
         return Err(Invalid::Opcode);
     }
     if sqe.flags & !flags::SQE_KNOWN != 0 {
@@ -421,15 +529,22 @@ pub(crate) fn check_sqe(sqe: &Sqe, max_sge: u32, user: bool) -> Result<u32, Inva
             if n != 1 || sqe.flags & flags::INLINE != 0 {
                 return Err(Invalid::SgeCount);
             }
+            if who.user() {
+                check_user_ext(sqe)?;
+            }
             if sqe.sge[0].length != 8 {
                 return Err(Invalid::Length);
             }
             return Ok(8);
         }
+        op::SEND_WITH_IMM if who.user() => check_user_ext(sqe)?,
         // The immediate takes the last SGE slot.
         op::WRITE_WITH_IMM => {
             if sqe.flags & flags::INLINE != 0 {
-                if n != 1 || sqe.sge[0].length as usize > MAX_INLINE_WRITE_IMM {
+                if n != 1 {
+                    return Err(Invalid::SgeCount);
+                }
+                if sqe.sge[0].length as usize > MAX_INLINE_WRITE_IMM {
                     return Err(Invalid::Length);
                 }
                 return Ok(sqe.sge[0].length);
@@ -526,6 +641,20 @@ pub(crate) fn build_rqe(
     Ok(rqe)
 }
 
+/// Returns `opcode` if `who` may see it in the completion of an SQE that was rejected, else
+/// `SIW_OP_SEND` (for completions of garbage SQEs written by a user).
+pub(crate) fn sanitise_opcode(opcode: u8, who: Consumer) -> u8 {
+    match opcode {
+        o if o < op::NUM => o,
+        op::WRITE_WITH_IMM | op::MASKED_FETCH_AND_ADD | op::MASKED_COMP_AND_SWAP if !who.user() => {
+            opcode
+        }
+        // The SQE opcodes of the extended ABI (all but the receive's).
+        o if who.extended() && o < op::NUM_EXT && o != op::RECV_WRITE_IMM => o,
+        _ => op::SEND,
+    }
+}
+
 /// The `SIW_OP_*` opcode a completion of a receive carries.
 pub(crate) const fn rq_opcode() -> u8 {
     op::RECEIVE
@@ -535,6 +664,9 @@ pub(crate) const fn rq_opcode() -> u8 {
 #[kernel::prelude::kunit_tests(rsiw_wqe)]
 mod tests {
     use super::*;
+
+    const K: Consumer = Consumer::Kernel;
+    const U0: Consumer = Consumer::User(0);
 
     fn sqe(opcode: u8, num_sge: u8, fl: u16) -> Sqe {
         Sqe {
@@ -547,17 +679,17 @@ mod tests {
 
     #[test]
     fn sqe_opcodes() {
-        assert_eq!(check_sqe(&sqe(op::SEND, 1, 0), 6, true), Ok(0));
+        assert_eq!(check_sqe(&sqe(op::SEND, 1, 0), 6, U0), Ok(0));
         assert_eq!(
-            check_sqe(&sqe(op::REG_MR, 0, 0), 6, true),
+            check_sqe(&sqe(op::REG_MR, 0, 0), 6, U0),
             Err(Invalid::Opcode)
         );
-        assert_eq!(check_sqe(&sqe(op::REG_MR, 0, 0), 6, false), Ok(0));
+        assert_eq!(check_sqe(&sqe(op::REG_MR, 0, 0), 6, K), Ok(0));
         assert_eq!(
-            check_sqe(&sqe(op::SEND_WITH_IMM, 1, 0), 6, true),
+            check_sqe(&sqe(op::SEND_WITH_IMM, 1, 0), 6, U0),
             Err(Invalid::Opcode)
         );
-        assert_eq!(check_sqe(&sqe(op::SEND_WITH_IMM, 1, 0), 6, false), Ok(0));
+        assert_eq!(check_sqe(&sqe(op::SEND_WITH_IMM, 1, 0), 6, K), Ok(0));
         for o in [
             op::FETCH_AND_ADD,
             op::COMP_AND_SWAP,
@@ -565,56 +697,53 @@ mod tests {
             op::MASKED_COMP_AND_SWAP,
             op::WRITE_WITH_IMM,
         ] {
-            assert_eq!(check_sqe(&sqe(o, 1, 0), 6, true), Err(Invalid::Opcode));
+            assert_eq!(check_sqe(&sqe(o, 1, 0), 6, U0), Err(Invalid::Opcode));
         }
         // Past the kernel-only opcodes (`op::NUM` is `op::WRITE_WITH_IMM` for kernel QPs),
         // and the receive-only one.
         assert_eq!(
-            check_sqe(&sqe(op::RECV_WRITE_IMM, 1, 0), 6, false),
+            check_sqe(&sqe(op::RECV_WRITE_IMM, 1, 0), 6, K),
             Err(Invalid::Opcode)
         );
         assert_eq!(
-            check_sqe(&sqe(op::RECV_WRITE_IMM + 1, 1, 0), 6, false),
+            check_sqe(&sqe(op::RECV_WRITE_IMM + 1, 1, 0), 6, K),
             Err(Invalid::Opcode)
         );
-        assert_eq!(
-            check_sqe(&sqe(op::NUM, 1, 0), 6, true),
-            Err(Invalid::Opcode)
-        );
-        assert_eq!(check_sqe(&sqe(0xff, 1, 0), 6, false), Err(Invalid::Opcode));
+        assert_eq!(check_sqe(&sqe(op::NUM, 1, 0), 6, U0), Err(Invalid::Opcode));
+        assert_eq!(check_sqe(&sqe(0xff, 1, 0), 6, K), Err(Invalid::Opcode));
     }
 
     #[test]
     fn sqe_sges_and_lengths() {
         assert_eq!(
-            check_sqe(&sqe(op::SEND, 7, 0), 6, true),
+            check_sqe(&sqe(op::SEND, 7, 0), 6, U0),
             Err(Invalid::SgeCount)
         );
         assert_eq!(
-            check_sqe(&sqe(op::SEND, 3, 0), 2, true),
+            check_sqe(&sqe(op::SEND, 3, 0), 2, U0),
             Err(Invalid::SgeCount)
         );
         assert_eq!(
-            check_sqe(&sqe(op::READ, 2, 0), 6, true),
+            check_sqe(&sqe(op::READ, 2, 0), 6, U0),
             Err(Invalid::SgeCount)
         );
         let mut s = sqe(op::WRITE, 2, 0);
         s.sge[0].length = u32::MAX;
         s.sge[1].length = 1;
-        assert_eq!(check_sqe(&s, 6, true), Err(Invalid::Length));
+        assert_eq!(check_sqe(&s, 6, U0), Err(Invalid::Length));
         s.sge[1].length = 0;
-        assert_eq!(check_sqe(&s, 6, true), Ok(u32::MAX));
+        assert_eq!(check_sqe(&s, 6, U0), Ok(u32::MAX));
         let mut i = sqe(op::SEND, 1, flags::INLINE);
         i.sge[0].length = MAX_INLINE as u32;
-        assert_eq!(check_sqe(&i, 6, true), Ok(80));
+        assert_eq!(check_sqe(&i, 6, U0), Ok(80));
         i.sge[0].length = MAX_INLINE as u32 + 1;
-        assert_eq!(check_sqe(&i, 6, true), Err(Invalid::Length));
+        assert_eq!(check_sqe(&i, 6, U0), Err(Invalid::Length));
         assert_eq!(
-            check_sqe(&sqe(op::READ, 1, flags::INLINE), 6, true),
+            check_sqe(&sqe(op::READ, 1, flags::INLINE), 6, U0),
             Err(Invalid::Flags)
         );
         assert_eq!(
-            check_sqe(&sqe(op::SEND, 1, 0x8000), 6, true),
+            check_sqe(&sqe(op::SEND, 1, 0x8000), 6, U0),
             Err(Invalid::Flags)
         );
     }
@@ -622,11 +751,11 @@ mod tests {
     #[test]
     fn sqe_extensions() {
         let mut a = sqe(op::FETCH_AND_ADD, 1, 0);
-        assert_eq!(check_sqe(&a, 6, false), Err(Invalid::Length));
+        assert_eq!(check_sqe(&a, 6, K), Err(Invalid::Length));
         a.sge[0].length = 8;
-        assert_eq!(check_sqe(&a, 6, false), Ok(8));
+        assert_eq!(check_sqe(&a, 6, K), Ok(8));
         a.num_sge = 2;
-        assert_eq!(check_sqe(&a, 6, false), Err(Invalid::SgeCount));
+        assert_eq!(check_sqe(&a, 6, K), Err(Invalid::SgeCount));
         let args = AtomicArgs {
             compare_add: 1,
             swap: u64::MAX,
@@ -637,17 +766,172 @@ mod tests {
         assert_eq!(AtomicArgs::from_sqe(&a), args);
         assert_eq!(a.sge[0].length, 8);
         let mut w = sqe(op::WRITE_WITH_IMM, 5, 0);
-        assert_eq!(check_sqe(&w, 6, false), Ok(0));
+        assert_eq!(check_sqe(&w, 6, K), Ok(0));
         w.num_sge = 6;
-        assert_eq!(check_sqe(&w, 6, false), Err(Invalid::SgeCount));
+        assert_eq!(check_sqe(&w, 6, K), Err(Invalid::SgeCount));
         let mut i = sqe(op::WRITE_WITH_IMM, 1, flags::INLINE);
         i.sge[0].length = MAX_INLINE_WRITE_IMM as u32;
-        assert_eq!(check_sqe(&i, 6, false), Ok(64));
+        assert_eq!(check_sqe(&i, 6, K), Ok(76));
         i.sge[0].length += 1;
-        assert_eq!(check_sqe(&i, 6, false), Err(Invalid::Length));
+        assert_eq!(check_sqe(&i, 6, K), Err(Invalid::Length));
         assert_eq!(op::for_user(op::RECV_WRITE_IMM), op::RECEIVE);
         assert_eq!(op::for_user(op::MASKED_COMP_AND_SWAP), op::COMP_AND_SWAP);
         assert_eq!(op::for_user(0xff), op::SEND);
+    }
+
+    /// The extended user ABI (`Documentation/infiniband/rsiw-abi.rst`): what each context
+    /// may post, and every field of the new SQEs checked on a hostile ring.
+    #[test]
+    fn sqe_user_extensions() {
+        let all = Consumer::User(ext::CQE | ext::RFC7306);
+        // Legacy contexts, and extended ones without the bit, get no extended opcode.
+        for o in [
+            op::SEND_WITH_IMM,
+            op::WRITE_WITH_IMM,
+            op::FETCH_AND_ADD,
+            op::COMP_AND_SWAP,
+            op::MASKED_FETCH_AND_ADD,
+            op::MASKED_COMP_AND_SWAP,
+        ] {
+            assert!(!sq_opcode_allowed(o, U0));
+            assert!(!sq_opcode_allowed(o, Consumer::User(ext::CQE)));
+            // Bits without the extended CQEs count for nothing.
+            assert!(!sq_opcode_allowed(o, Consumer::User(ext::RFC7306)));
+            assert!(sq_opcode_allowed(o, all));
+        }
+        let atomics = Consumer::User(ext::CQE | ext::ATOMICS);
+        assert!(sq_opcode_allowed(op::FETCH_AND_ADD, atomics));
+        assert!(!sq_opcode_allowed(op::MASKED_FETCH_AND_ADD, atomics));
+        assert!(!sq_opcode_allowed(op::WRITE_WITH_IMM, atomics));
+        // Kernel verbs, Flush, Atomic Write, Verify and the receive opcode: never.
+        for o in [
+            op::READ_LOCAL_INV,
+            op::INVAL_STAG,
+            op::REG_MR,
+            op::RECEIVE,
+            op::RECV_WRITE_IMM,
+            16,
+            17,
+            18,
+            op::NUM_EXT,
+            0xff,
+        ] {
+            assert_eq!(check_sqe(&sqe(o, 0, 0), 6, all), Err(Invalid::Opcode));
+        }
+
+        // Atomics: one 8-byte result SGE, no inline, operands that do not apply are zero,
+        // bytes 72-119 reserved.
+        let mut a = sqe(op::COMP_AND_SWAP, 1, 0);
+        a.sge[0].length = 8;
+        AtomicArgs {
+            compare_add: 5,
+            swap: 6,
+            ..AtomicArgs::default()
+        }
+        .to_sqe(&mut a);
+        assert_eq!(check_sqe(&a, 6, all), Ok(8));
+        assert_eq!(check_sqe(&a, 6, U0), Err(Invalid::Opcode));
+        assert_eq!(Invalid::Opcode.status(), status::LOC_QP_OP_ERR);
+        let mut b = a;
+        b.sge[0].length = 4;
+        assert_eq!(check_sqe(&b, 6, all), Err(Invalid::Field));
+        assert_eq!(Invalid::Field.status(), status::LOC_QP_OP_ERR);
+        b = a;
+        b.num_sge = 0;
+        assert_eq!(check_sqe(&b, 6, all), Err(Invalid::SgeCount));
+        b.num_sge = 2;
+        assert_eq!(check_sqe(&b, 6, all), Err(Invalid::SgeCount));
+        b = a;
+        b.flags |= flags::INLINE;
+        assert_eq!(check_sqe(&b, 6, all), Err(Invalid::SgeCount));
+        b = a;
+        b.flags |= 0x80;
+        assert_eq!(check_sqe(&b, 6, all), Err(Invalid::Flags));
+        for at in [72usize, 100, 119] {
+            b = a;
+            b.as_mut_bytes()[at] = 1;
+            assert_eq!(check_sqe(&b, 6, all), Err(Invalid::Field));
+        }
+        // Masks only for the masked variants, the swap value not for fetch and add.
+        for (o, args, ok) in [
+            (op::COMP_AND_SWAP, [1, 2, 0, 0], true),
+            (op::COMP_AND_SWAP, [1, 2, 3, 0], false),
+            (op::COMP_AND_SWAP, [1, 2, 0, 4], false),
+            (op::FETCH_AND_ADD, [1, 0, 0, 0], true),
+            (op::FETCH_AND_ADD, [1, 2, 0, 0], false),
+            (op::FETCH_AND_ADD, [1, 0, 3, 0], false),
+            (op::MASKED_FETCH_AND_ADD, [1, 0, 3, 0], true),
+            (op::MASKED_FETCH_AND_ADD, [1, 0, 3, 4], false),
+            (op::MASKED_FETCH_AND_ADD, [1, 2, 3, 0], false),
+            (op::MASKED_COMP_AND_SWAP, [1, 2, 3, 4], true),
+        ] {
+            let mut m = a;
+            m.opcode = o;
+            let [compare_add, swap, compare_add_mask, swap_mask] = args;
+            AtomicArgs {
+                compare_add,
+                swap,
+                compare_add_mask,
+                swap_mask,
+            }
+            .to_sqe(&mut m);
+            let want = if ok { Ok(8) } else { Err(Invalid::Field) };
+            assert_eq!(check_sqe(&m, 6, all), want);
+            // The kernel builds its SQEs itself: no operand check.
+            assert_eq!(check_sqe(&m, 6, K), Ok(8));
+        }
+
+        // Write with immediate data: at most 5 SGEs or 76 bytes inline.
+        let mut w = sqe(op::WRITE_WITH_IMM, 5, 0);
+        w.sge[5].lkey = 0xdead_beef;
+        assert_eq!(check_sqe(&w, 6, all), Ok(0));
+        assert_eq!(check_sqe(&w, 4, all), Err(Invalid::SgeCount));
+        w.num_sge = 6;
+        assert_eq!(check_sqe(&w, 6, all), Err(Invalid::SgeCount));
+        w.num_sge = 0;
+        assert_eq!(check_sqe(&w, 6, all), Ok(0));
+        let mut i = sqe(op::WRITE_WITH_IMM, 1, flags::INLINE);
+        i.sge[0].length = 76;
+        assert_eq!(check_sqe(&i, 6, all), Ok(76));
+        i.sge[0].length = 77;
+        assert_eq!(check_sqe(&i, 6, all), Err(Invalid::Length));
+        i.sge[0].length = 8;
+        i.num_sge = 2;
+        assert_eq!(check_sqe(&i, 6, all), Err(Invalid::SgeCount));
+        assert_eq!(Invalid::Length.status(), status::LOC_LEN_ERR);
+
+        // Send with immediate data: the immediate in the rkey, the remote address reserved.
+        let mut si = sqe(op::SEND_WITH_IMM, 2, 0);
+        si.rkey = 0x1234_5678;
+        si.sge[0].length = 3;
+        si.sge[1].length = 4;
+        assert_eq!(check_sqe(&si, 6, all), Ok(7));
+        si.raddr = 1;
+        assert_eq!(check_sqe(&si, 6, all), Err(Invalid::Field));
+        si.raddr = 0;
+        si.flags |= flags::INLINE;
+        si.num_sge = 1;
+        si.sge[0].length = MAX_INLINE as u32;
+        assert_eq!(check_sqe(&si, 6, all), Ok(80));
+
+        // What a rejected SQE's completion may show.
+        assert_eq!(sanitise_opcode(op::WRITE_WITH_IMM, U0), op::SEND);
+        assert_eq!(sanitise_opcode(op::FETCH_AND_ADD, U0), op::FETCH_AND_ADD);
+        assert_eq!(sanitise_opcode(op::WRITE_WITH_IMM, all), op::WRITE_WITH_IMM);
+        assert_eq!(sanitise_opcode(op::RECV_WRITE_IMM, all), op::SEND);
+        assert_eq!(sanitise_opcode(18, all), 18);
+        assert_eq!(sanitise_opcode(op::NUM_EXT, all), op::SEND);
+        assert_eq!(
+            sanitise_opcode(op::MASKED_COMP_AND_SWAP, K),
+            op::MASKED_COMP_AND_SWAP
+        );
+        assert_eq!(status::for_legacy(status::REM_OP_ERR), status::GENERAL_ERR);
+        assert_eq!(
+            status::for_legacy(status::REM_INV_REQ_ERR),
+            status::REM_INV_REQ_ERR
+        );
+        assert_eq!(imm_from_cqe(imm_to_cqe(0x0102_0304)), 0x0102_0304);
+        assert_eq!(imm_to_cqe(0x0102_0304).to_ne_bytes()[4..], [0; 4]);
     }
 
     #[test]

@@ -1,0 +1,68 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# rsiw-test: vms=2 a=rsiw b=rsiw provider=rsiw timeout=600
+#
+# RFC 7306 atomics and immediate data from user space, rsiw to rsiw, with
+# rdma-core's siw provider patched for the extended siw ABI in both VMs
+# (Documentation/infiniband/rsiw-abi.rst; rsiw loaded with rfc7306=1):
+#
+# - tests/provider/siw_ext.c (VM b serves, a is the client): compare and
+#   swap (a match and a mismatch) and fetch and add, each returned value
+#   checked, then Write with Immediate (16 bytes, and the immediate alone)
+#   and Send with Immediate, each receive completion checked (opcode,
+#   IBV_WC_WITH_IMM, the immediate in network order, byte_len) and the data
+#   and the target word at the end;
+# - tests/provider/siw_hostile.c: malformed RFC 7306 SQEs written straight
+#   into a connected QP's send ring (a reserved byte, a mask or swap value
+#   that does not belong, a wrong result SGE, too many SGEs, too much inline
+#   data, a flag, an opcode the context did not get), one per connection:
+#   each completes with its exact status (Documentation/infiniband/
+#   rsiw-abi.rst, "What the driver checks"), and the console stays clean;
+# - perftest over rdma_cm (-R), VM b serving: ib_atomic_bw and
+#   ib_atomic_lat with -A CMP_AND_SWAP and -A FETCH_AND_ADD, ib_write_bw
+#   and ib_write_lat with --write_with_imm. perftest fails on any
+#   completion in error; few iterations (speed: make bench).
+#
+# The stock provider against the patched one is in provider-abi.
+. /rsiw/tests/vm/lib.sh
+
+[ "$RSIW_DRIVER" = rsiw ] || skip "rsiw only (siw has no RFC 7306)"
+[ "$RSIW_PROVIDER" = rsiw ] || die "this case needs the patched provider"
+
+run modprobe rsiw rfc7306=1
+rsiw_up eth0
+publish ip "$RSIW_IP"
+barrier up
+wait_peer 30
+ip=$(fetch b ip)
+
+ctx=$("$RSIW_PROVIDER_DIR/bin/siw_ctx" "$DEV")
+log "context: $ctx"
+assert_match "$ctx" '^ext=0x1f ' "the context's extensions"
+
+port=19300
+serve_client siw_ext b "$port" \
+	"$RSIW_PROVIDER_DIR/bin/siw_ext server $ip $port" \
+	"$RSIW_PROVIDER_DIR/bin/siw_ext client $ip $port" 60
+
+port=$((port + 1))
+serve_client siw_hostile b "$port" \
+	"$RSIW_PROVIDER_DIR/bin/siw_hostile server $ip $port" \
+	"$RSIW_PROVIDER_DIR/bin/siw_hostile client $ip $port" 120
+
+for tool in ib_atomic_bw ib_atomic_lat; do
+	for a in CMP_AND_SWAP FETCH_AND_ADD; do
+		port=$((port + 1))
+		opts="-R -d $DEV -p $port -F -n 20 -A $a"
+		serve_client "$tool-$a" b "$port" "$tool $opts" "$tool $opts $ip" 120
+	done
+done
+# write_bw --write_with_imm has no credits for the receives its Writes
+# consume: fewer iterations than the default receive queue (512).
+for tool in ib_write_bw ib_write_lat; do
+	port=$((port + 1))
+	opts="-R -d $DEV -p $port -F -n 20 -s 64 --write_with_imm"
+	serve_client "$tool-imm" b "$port" "$tool $opts" "$tool $opts $ip" 120
+done
+barrier done
+pass
