@@ -1355,6 +1355,12 @@ pub(crate) fn connect(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>
         cfg.ord = 1;
     }
     let qp = dev.qp_by_num(param.qpn()).ok_or(EINVAL)?;
+    // Another process's QP, or a kernel ULP's, is refused as a QP that does not exist: the
+    // number comes from the caller (user space: `rdma_connect()`'s `qp_num`).
+    if !id.may_bind(&qp) {
+        pr_debug!("cm: connect: QP {} is not the caller's\n", param.qpn());
+        return Err(EINVAL);
+    }
     if !matches!(qp.state(), QpState::Idle | QpState::Rtr) {
         return Err(EINVAL);
     }
@@ -1458,7 +1464,8 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
     if ird > limits::MAX_IRD || ord > limits::MAX_ORD {
         return fail(&cep, &mut g, EINVAL);
     }
-    let Some(qp) = dev.qp_by_num(param.qpn()) else {
+    // As in `connect`: only a QP the caller may bind.
+    let Some(qp) = dev.qp_by_num(param.qpn()).filter(|qp| id.may_bind(qp)) else {
         return fail(&cep, &mut g, EINVAL);
     };
     let Some(hdr) = g.req_hdr else {
