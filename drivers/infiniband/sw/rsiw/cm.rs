@@ -760,11 +760,14 @@ impl Cep {
         // connected forever: keepalive probes fail the socket, which fails the QP.
         sock.set_keepalive();
         let sock = Arc::new(sock, GFP_KERNEL)?;
+        let reader = KBox::new(FrameReader::new(FrameKind::Request), GFP_KERNEL)?;
+        // Everything that can fail before the endpoint is registered; after it, every failure
+        // goes through `close_locked`, which unregisters it.
         l.cm.register_cep(&cep)?;
         {
             let mut g = cep.inner.lock();
             g.listener = Some(l.clone());
-            g.reader = Some(KBox::new(FrameReader::new(FrameKind::Request), GFP_KERNEL)?);
+            g.reader = Some(reader);
             g.sock = Some(sock.clone());
             if let Err(e) = sock.attach(cep.clone()) {
                 cep.close_locked(&mut g, None);
