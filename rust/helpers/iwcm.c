@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#include <linux/sched/signal.h>
 #include <rdma/iw_cm.h>
+#include <rdma/restrack.h>
 
 #if IS_ENABLED(CONFIG_INFINIBAND)
 
@@ -37,6 +39,21 @@ rust_helper_iw_cm_id_addr(const struct iw_cm_id *id, int which)
 __rust_helper bool rust_helper_iw_cm_id_afonly(const struct iw_cm_id *id)
 {
 	return id->afonly;
+}
+
+__rust_helper bool rust_helper_iw_cm_id_user(const struct iw_cm_id *id)
+{
+	return id->user;
+}
+
+/*
+ * Whether @qp is a user QP that the calling process created: its restrack
+ * entry holds the creating task until the QP is destroyed.
+ */
+__rust_helper bool rust_helper_ib_qp_of_current(const struct ib_qp *qp)
+{
+	return qp->uobject && qp->res.task &&
+	       same_thread_group(qp->res.task, current);
 }
 
 __rust_helper int rust_helper_iw_cm_id_tos(const struct iw_cm_id *id)

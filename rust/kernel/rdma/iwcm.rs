@@ -103,7 +103,8 @@ pub trait Operations {
     /// The reference returned becomes the iw_cm's (`iw_add_ref`, which the iw_cm calls right
     /// after this, adopts it; `iw_rem_ref` drops it), so the QP cannot be freed in between: a
     /// concurrent [`qp::Operations::destroy`](super::qp::Operations::destroy) waits for it.
-    /// Which QPs a caller may bind is the driver's decision.
+    /// The iw_cm does not say who asks: [`Operations::connect`] and [`Operations::accept`]
+    /// must check that the caller may bind the QP ([`CmId::may_bind`]).
     fn get_qp(_dev: &Device<Self::Driver>, _qpn: u32) -> Option<ARef<Qp<Self::Driver>>> {
         build_error!(crate::error::VTABLE_DEFAULT_ERROR)
     }
@@ -211,6 +212,30 @@ impl CmId {
     pub fn afonly(&self) -> bool {
         // SAFETY: The id is alive.
         unsafe { bindings::iw_cm_id_afonly(self.as_raw()) }
+    }
+
+    /// Returns true if the rdma_cm connects or accepts this id for user space (`user`).
+    ///
+    /// The QP number of the connection parameters then comes from user space: see
+    /// [`CmId::may_bind`].
+    pub fn is_user(&self) -> bool {
+        // SAFETY: The id is alive.
+        unsafe { bindings::iw_cm_id_user(self.as_raw()) }
+    }
+
+    /// Returns true if the connection of this id may bind `qp`: a user QP that the calling
+    /// process created if the id is user space's ([`CmId::is_user`]), a kernel QP otherwise.
+    ///
+    /// Call it from [`Operations::connect`] or [`Operations::accept`] only: for a user id
+    /// they run in the system call of the process that connects or accepts (a write to the
+    /// rdma_ucm device), which is the process the QP must belong to.
+    pub fn may_bind<T: Driver>(&self, qp: &Qp<T>) -> bool {
+        if !self.is_user() {
+            return !qp.is_user();
+        }
+        // SAFETY: The QP is alive: the caller holds a reference to it, and ib_core releases
+        // its restrack entry (and the task it holds) only after the driver destroyed it.
+        unsafe { bindings::ib_qp_of_current(qp.as_raw()) }
     }
 
     /// Returns the type of service the consumer set, if any.

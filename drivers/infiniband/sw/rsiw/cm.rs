@@ -81,6 +81,7 @@ use kernel::{
             Callbacks,
             Connect,
             DataReadySock,
+            Shutdown,
             SockLockClass,
             TcpSocket,
             TcpState, //
@@ -760,11 +761,14 @@ impl Cep {
         // connected forever: keepalive probes fail the socket, which fails the QP.
         sock.set_keepalive();
         let sock = Arc::new(sock, GFP_KERNEL)?;
+        let reader = KBox::new(FrameReader::new(FrameKind::Request), GFP_KERNEL)?;
+        // Everything that can fail before the endpoint is registered; after it, every failure
+        // goes through `close_locked`, which unregisters it.
         l.cm.register_cep(&cep)?;
         {
             let mut g = cep.inner.lock();
             g.listener = Some(l.clone());
-            g.reader = Some(KBox::new(FrameReader::new(FrameKind::Request), GFP_KERNEL)?);
+            g.reader = Some(reader);
             g.sock = Some(sock.clone());
             if let Err(e) = sock.attach(cep.clone()) {
                 cep.close_locked(&mut g, None);
@@ -1203,8 +1207,11 @@ impl Cep {
         if let Some(s) = &sock {
             s.detach();
         }
+        let mut terminated = false;
         if let Some(c) = conn.or_else(|| g.conn.take()) {
             c.stop();
+            // After `stop`: a fatal error handled meanwhile has sent its Terminate.
+            terminated = c.terminated();
         }
         g.conn = None;
         if let Some(qp) = g.qp.take() {
@@ -1218,10 +1225,20 @@ impl Cep {
         g.listener = None;
         g.reader = None;
         g.req_pd = KVec::new();
-        // Releasing the socket sends a FIN, or a RST if unread data is left or the close is
-        // abortive.
-        if let (Some(s), true) = (&sock, g.abort) {
-            s.set_no_linger();
+        // An abortive close sends a RST, which discards what TCP has not sent yet; a
+        // Terminate is therefore always followed by a FIN (TERM-04). The FIN goes out now,
+        // right behind what is queued. Releasing a socket with unread bytes also sends a RST:
+        // nobody reads them any more, so they are discarded first. Bytes that arrive after
+        // that still get the peer a RST on release, but after the Terminate and the FIN,
+        // which it reads before it sees the reset.
+        if let Some(s) = &sock {
+            if g.abort && !terminated {
+                s.set_no_linger();
+            } else {
+                // Fails only on a socket that never connected.
+                let _ = s.shutdown(Shutdown::Write);
+                discard_rx(s);
+            }
         }
         drop(sock);
         drop(self.cm.unregister_cep(self));
@@ -1270,6 +1287,15 @@ fn unmapped(addr: SocketAddr) -> SocketAddr {
         },
         v4 => v4,
     }
+}
+
+/// Consumes what the peer sent and nobody will read, so that releasing `sock` does not send a
+/// RST (`tcp_close()` resets a connection with unread data). Bytes that arrive after this
+/// still make it one: a peer that keeps sending to a closed endpoint gets one anyway.
+/// Process context.
+fn discard_rx(sock: &TcpSocket) {
+    let mut lk = sock.lock();
+    let _ = lk.read_sock(|skb| Ok(skb.len()));
 }
 
 /// Encodes and sends an MPA frame. Process context.
@@ -1355,6 +1381,12 @@ pub(crate) fn connect(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>
         cfg.ord = 1;
     }
     let qp = dev.qp_by_num(param.qpn()).ok_or(EINVAL)?;
+    // Another process's QP, or a kernel ULP's, is refused as a QP that does not exist: the
+    // number comes from the caller (user space: `rdma_connect()`'s `qp_num`).
+    if !id.may_bind(&qp) {
+        pr_debug!("cm: connect: QP {} is not the caller's\n", param.qpn());
+        return Err(EINVAL);
+    }
     if !matches!(qp.state(), QpState::Idle | QpState::Rtr) {
         return Err(EINVAL);
     }
@@ -1458,7 +1490,8 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
     if ird > limits::MAX_IRD || ord > limits::MAX_ORD {
         return fail(&cep, &mut g, EINVAL);
     }
-    let Some(qp) = dev.qp_by_num(param.qpn()) else {
+    // As in `connect`: only a QP the caller may bind.
+    let Some(qp) = dev.qp_by_num(param.qpn()).filter(|qp| id.may_bind(qp)) else {
         return fail(&cep, &mut g, EINVAL);
     };
     let Some(hdr) = g.req_hdr else {

@@ -163,6 +163,9 @@ pub(crate) struct Conn {
     path: Path,
     /// Set by [`Conn::stop`]: nothing runs any more.
     stopped: AtomicFlag,
+    /// A Terminate was handed to TCP: the connection must end with a FIN after it, not a
+    /// RST that would discard it ([`Conn::terminated`]).
+    terminated: AtomicFlag,
     /// TX stopped on a full socket and waits for `write_space`.
     tx_blocked: AtomicFlag,
     /// `data_ready` left received bytes to the work item.
@@ -251,6 +254,7 @@ impl Conn {
                 links <- new_spinlock_irq!(Some(links), "rsiw_conn_links"),
                 path <- path,
                 stopped: AtomicFlag::new(false),
+                terminated: AtomicFlag::new(false),
                 tx_blocked: AtomicFlag::new(false),
                 rx_pending: AtomicFlag::new(false),
                 busy: Atomic::new(0),
@@ -433,7 +437,8 @@ impl Conn {
     }
 
     /// Handles a fatal error in process context: sends the pending Terminate, moves the QP
-    /// to ERROR, flushes, raises `IB_EVENT_QP_FATAL` and aborts the connection.
+    /// to ERROR, flushes, raises `IB_EVENT_QP_FATAL` and closes the connection (after the
+    /// Terminate; abortively if there was none).
     fn fatal(&self, qp: &Qp<RsiwDevice>, tx: &mut TxState, sock: &TcpSocket) {
         if !tx.kill() {
             return;
@@ -452,11 +457,20 @@ impl Conn {
         }
         if let Some(t) = term {
             tx.send_terminate(&self.path, qp, sock, t);
+            self.terminated.store(true, Release);
         }
         RsiwQp::set_error(qp);
         self.flush_inflight(qp, tx);
         qp.dispatch_event(EventType::QP_FATAL);
-        self.disconnect(true);
+        // The Terminate must reach the peer before the connection ends (TERM-04): a graceful
+        // close, which sends the FIN after it. Without one, abort.
+        self.disconnect(!self.terminated());
+    }
+
+    /// Returns true once a Terminate was sent: closing the connection then sends a FIN after
+    /// it, even if the close was asked to be abortive. Any context.
+    pub(crate) fn terminated(&self) -> bool {
+        self.terminated.load(Acquire)
     }
 
     /// The work item: sends what there is to send, or handles a fatal error. Process context.
