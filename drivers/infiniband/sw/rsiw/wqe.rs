@@ -730,7 +730,13 @@ pub(crate) fn build_rqe(
 pub(crate) fn sanitise_opcode(opcode: u8, who: Consumer) -> u8 {
     match opcode {
         o if o < op::NUM => o,
-        op::WRITE_WITH_IMM | op::MASKED_FETCH_AND_ADD | op::MASKED_COMP_AND_SWAP if !who.user() => {
+        op::WRITE_WITH_IMM
+        | op::MASKED_FETCH_AND_ADD
+        | op::MASKED_COMP_AND_SWAP
+        | op::FLUSH
+        | op::ATOMIC_WRITE
+            if !who.user() =>
+        {
             opcode
         }
         // The SQE opcodes of the extended ABI (all but the receive's).
@@ -861,6 +867,38 @@ mod tests {
         assert_eq!(op::for_user(op::RECV_WRITE_IMM), op::RECEIVE);
         assert_eq!(op::for_user(op::MASKED_COMP_AND_SWAP), op::COMP_AND_SWAP);
         assert_eq!(op::for_user(0xff), op::SEND);
+    }
+
+    /// Flush and Atomic Write SQEs of kernel QPs: no SGE, no inline data, their operands in
+    /// the place of `sge[0].laddr` as `struct siw_sqe_flush` and `atomic_write` lay them out.
+    #[test]
+    fn sqe_commit() {
+        let mut f = sqe(op::FLUSH, 0, 0);
+        let args = FlushArgs {
+            length: 0x1234_5678,
+            flags: FlushArgs::GLOBAL | FlushArgs::REGION,
+        };
+        args.to_sqe(&mut f);
+        assert_eq!(FlushArgs::from_sqe(&f), args);
+        // `struct siw_sqe_flush`: the length, then the flags, in native order.
+        let b = f.sge[0].as_bytes();
+        assert_eq!(b.get(0..4), Some(&args.length.to_ne_bytes()[..]));
+        assert_eq!(b.get(4..8), Some(&args.flags.to_ne_bytes()[..]));
+        assert_eq!(check_sqe(&f, 6, K), Ok(0));
+        f.num_sge = 1;
+        assert_eq!(check_sqe(&f, 6, K), Err(Invalid::SgeCount));
+        let mut a = sqe(op::ATOMIC_WRITE, 0, 0);
+        set_atomic_write_data(&mut a, *b"rsiw8byt");
+        assert_eq!(atomic_write_data(&a), *b"rsiw8byt");
+        assert_eq!(check_sqe(&a, 6, K), Ok(8));
+        let i = sqe(op::ATOMIC_WRITE, 0, flags::INLINE);
+        assert_eq!(check_sqe(&i, 6, K), Err(Invalid::SgeCount));
+        assert!(op::is_commit(op::FLUSH) && op::is_commit(op::ATOMIC_WRITE));
+        assert!(!op::is_commit(op::FETCH_AND_ADD) && !op::is_commit(18));
+        // Not for user contexts yet, whatever they asked for.
+        let all = Consumer::User(u64::MAX);
+        assert_eq!(check_sqe(&f, 6, all), Err(Invalid::Opcode));
+        assert_eq!(check_sqe(&a, 6, all), Err(Invalid::Opcode));
     }
 
     /// The extended user ABI (`Documentation/infiniband/rsiw-abi.rst`): what each context
@@ -1009,6 +1047,8 @@ mod tests {
             sanitise_opcode(op::MASKED_COMP_AND_SWAP, K),
             op::MASKED_COMP_AND_SWAP
         );
+        assert_eq!(sanitise_opcode(op::FLUSH, K), op::FLUSH);
+        assert_eq!(sanitise_opcode(op::ATOMIC_WRITE, K), op::ATOMIC_WRITE);
         assert_eq!(status::for_legacy(status::REM_OP_ERR), status::GENERAL_ERR);
         assert_eq!(
             status::for_legacy(status::REM_INV_REQ_ERR),
