@@ -47,6 +47,8 @@
  * With commit_off=1 it checks that a device with them off refuses
  * IB_WR_FLUSH and IB_WR_ATOMIC_WRITE with EINVAL.
  *
+ * With peer= and commit=1 it posts a Flush instead (CMT-06).
+ *
  * With off=1 it checks a device that has the extensions off instead: no
  * atomic capability, and every extension opcode refused with EINVAL. With
  * peer= it only posts a FetchAdd to a server without RFC 7306 there (C siw),
@@ -1116,7 +1118,7 @@ out:
  */
 static noinline_for_stack void kx_peer(struct kx *t)
 {
-	const char *name = "atom_17_peer_without_atomics";
+	const char *name = commit ? "cmt_06_peer_without_commit" : "atom_17_peer_without_atomics";
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
 	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1 };
 	struct kx_conn c = {};
@@ -1171,6 +1173,22 @@ static noinline_for_stack void kx_peer(struct kx *t)
 	aw.remote_addr = raddr;
 	aw.rkey = rkey;
 	aw.compare_add = 0;
+	if (commit) {
+		/* CMT-06: a Flush (global visibility, 8 bytes) instead. */
+		struct ib_rdma_wr *fw = (struct ib_rdma_wr *)&aw;
+
+		BUILD_BUG_ON(sizeof(*fw) > sizeof(aw));
+		memset(&aw, 0, sizeof(aw));
+		sge.length = 8;
+		fw->wr.wr_id = 17;
+		fw->wr.opcode = IB_WR_FLUSH;
+		fw->wr.send_flags = IB_SEND_SIGNALED;
+		fw->wr.sg_list = &sge;
+		fw->wr.num_sge = 1;
+		fw->wr.ex.invalidate_rkey = 0x2;
+		fw->remote_addr = raddr;
+		fw->rkey = rkey;
+	}
 	ret = ib_post_send(c.id[0]->qp, &aw.wr, &bad) ?: kx_poll(c.cq[0], &wc);
 	if (ret) {
 		kx_fail(t, name, "post or poll: %d", ret);
@@ -1190,8 +1208,8 @@ static noinline_for_stack void kx_peer(struct kx *t)
 	else if (kx_cm_wait(&c, 0, RDMA_CM_EVENT_DISCONNECTED))
 		kx_fail(t, name, "no DISCONNECTED (events %#lx)", READ_ONCE(c.ev[0]));
 	else
-		kx_pass(t, name, "the FetchAdd completed with status %d (%s), QP in ERROR",
-			wc.status, ib_wc_status_msg(wc.status));
+		kx_pass(t, name, "the %s completed with status %d (%s), QP in ERROR",
+			commit ? "Flush" : "FetchAdd", wc.status, ib_wc_status_msg(wc.status));
 out:
 	kx_teardown(t->ibdev, &c);
 }
