@@ -111,7 +111,8 @@ enum Role {
     Response,
     /// The peer's Terminate.
     Terminate,
-    /// Anything else (the parser refuses the opcodes of disabled extensions already).
+    /// No segment yet (every opcode has a role; the parser refuses those of disabled
+    /// extensions already).
     Unexpected,
 }
 
@@ -132,7 +133,6 @@ fn role(op: Opcode) -> Role {
         | Opcode::VerifyResponse
         | Opcode::AtomicWriteResponse => Role::Response,
         Opcode::Terminate => Role::Terminate,
-        _ => Role::Unexpected,
     }
 }
 
