@@ -18,8 +18,10 @@
 # Value (0/2/FF, and the Atomic Write behind it is not done), without remote
 # read (0/1/02), with a 65-byte Hash Value (0/2/07); a Flush Response with
 # nothing outstanding (0/2/06); a Flush and an Atomic Write beyond IRD 1
-# (0/2/07). Last, a reloads rsiw with commit=0: a Flush Request and an Atomic
-# Write Request get 0/2/06.
+# (0/2/07); a Flush whose TO + Length wraps (0/1/04), an Atomic Write to a page
+# of another PD (0/1/03), a Verify of 2 MiB, more than rsiw digests in its RX
+# path (0/2/FF). Last, a reloads rsiw with commit=0: a Flush Request and an
+# Atomic Write Request get 0/2/06.
 . /rsiw/tests/vm/lib.sh
 
 port=7720

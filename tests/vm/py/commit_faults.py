@@ -10,7 +10,9 @@
 #   rw  local write, remote read and write (no Flushable right)
 #   ro  local write, remote read (no remote write)
 #   wo  local write, remote write (no remote read)
-# and accepts with all four in its private data, IRD 4 (IRD 1 for "ird").
+#   op  like f, in another PD of the same context
+#   big 2 MiB, local write and remote read
+# and accepts with all six in its private data, IRD 4 (IRD 1 for "ird").
 #
 #   check             the raw peer sends                       rsiw answers
 #   order             in ONE segment: Write A to f+0, Write B    Flush, Atomic Write
@@ -38,6 +40,10 @@
 #   response          a Flush Response, nothing outstanding      TERM 0/2/06
 #   ird               a Flush and an Atomic Write in one         TERM 0/2/07 (D-08,
 #                     segment, IRD 1                              CMT-02: IRD shared)
+#   flush-wrap        Flush(V) whose TO + Length wraps           TERM 0/1/04
+#   awrite-pd         Atomic Write to op (another PD)            TERM 0/1/03
+#   verify-huge       Verify of 2 MiB of big (more than rsiw     TERM 0/2/FF
+#                     digests in the RX path)
 #
 # With "off" (rsiw loaded with commit=0) the opcodes themselves are refused:
 # a Flush Request and an Atomic Write Request get TERM 0/2/06.
@@ -67,6 +73,7 @@ from mpa_responder import recv_exact
 cmutil.NAME = 'commit_faults'
 
 SIZE = 4096
+BIG = 2 << 20
 INIT = 0x0102030405060708
 # IBV_ACCESS_FLUSH_GLOBAL (rdma-core's verbs.h), in case pyverbs lacks it.
 FLUSH_GLOBAL = getattr(e, 'IBV_ACCESS_FLUSH_GLOBAL', 1 << 8)
@@ -94,6 +101,9 @@ CHECKS = {
     'verify-long': (0, 2, 7),
     'response': (0, 2, 6),
     'ird': (0, 2, 7),
+    'flush-wrap': (0, 1, 4),
+    'awrite-pd': (0, 1, 3),
+    'verify-huge': (0, 2, 0xff),
 }
 OFF_CHECKS = {'flush-disabled': (0, 2, 6), 'awrite-disabled': (0, 2, 6)}
 
@@ -147,7 +157,7 @@ def first_write():
 
 
 def fpdus(check, mrs):
-    (f, fk), (rw, rwk), (ro, rok), (wo, wok) = mrs
+    (f, fk), (rw, rwk), (ro, rok), (wo, wok), (op, opk), (big, bigk) = mrs
     return [first_write()] + {
         'order': [write(fk, f, A) + write(fk, f + 64, B) + flush(1, fk, f, 128, FLUSH_V) +
                   awrite(2, fk, f + 128) + verify(3, fk, f, 136, digest(A + B + D))],
@@ -168,6 +178,9 @@ def fpdus(check, mrs):
         'verify-long': [verify(1, fk, f, 16, bytes(65))],
         'response': [untagged(0xD, 3, 1, b'')],
         'ird': [flush(1, fk, f, 8, FLUSH_V) + awrite(2, fk, f)],
+        'flush-wrap': [flush(1, fk, 2**64 - 8, 16, FLUSH_V)],
+        'awrite-pd': [awrite(1, opk, op)],
+        'verify-huge': [verify(1, bigk, big, BIG)],
         'flush-disabled': [flush(1, fk, f, 8, FLUSH_V)],
         'awrite-disabled': [awrite(1, fk, f)],
     }[check]
@@ -186,6 +199,7 @@ def expected(check):
 
 def server(addr, port, checks, off):
     from pyverbs.mr import MR
+    from pyverbs.pd import PD
     lst = cmutil.Listener(addr, port)
     # Keep every child until the end (see ext_faults.py).
     children = []
@@ -199,9 +213,12 @@ def server(addr, port, checks, off):
         fl = 0 if off else FLUSH_GLOBAL
         mrs = [MR(pd, SIZE, a) for a in (lw | rr | rwr | fl, lw | rr | rwr,
                                          lw | rr, lw | rwr)]
+        opd = PD(child.context)
+        mrs.append(MR(opd, SIZE, lw | rr | rwr | fl))
         for mr in mrs:
             mr.write(struct.pack('<Q', INIT) * (SIZE // 8), SIZE, 0)
-        pdata = b''.join(struct.pack('<QI', mr.buf, mr.rkey) for mr in mrs)
+        big = MR(pd, BIG, lw | rr)
+        pdata = b''.join(struct.pack('<QI', mr.buf, mr.rkey) for mr in mrs + [big])
         ird = 1 if check == 'ird' else 4
         cp = ConnParam(resources=ird, depth=ird, qp_num=0, data_len=len(pdata))
         cp.set_private_data(pdata)
@@ -211,7 +228,7 @@ def server(addr, port, checks, off):
         pages = [bytes(mr.read(SIZE, 0)) for mr in mrs]
         attr, _ = child.query_qp(e.IBV_QP_STATE)
         log(f'{check}: QP state {attr.qp_state}')
-        want = [struct.pack('<Q', INIT) * (SIZE // 8)] * 4
+        want = [struct.pack('<Q', INIT) * (SIZE // 8)] * len(mrs)
         if check == 'order':
             want[0] = A + B + D + want[0][136:]
         for i, (got, w) in enumerate(zip(pages, want)):
@@ -222,8 +239,9 @@ def server(addr, port, checks, off):
         if term is not None and attr.qp_state != e.IBV_QPS_ERR:
             fail(f'{check}: server QP state {attr.qp_state}, want ERROR')
         cmutil.disconnect_after_peer(child, quiet=True)
-        for mr in mrs:
+        for mr in mrs + [big]:
             mr.close()
+        opd.close()
         log(f'{check}: ok')
     for child in children:
         child.close()
@@ -251,7 +269,7 @@ def connect(addr, port):
         fail(f'not an accepting MPA Reply: {hdr!r}')
     (pd_len,) = struct.unpack('>H', hdr[18:20])
     pdata = recv_exact(s, pd_len)
-    return s, [struct.unpack('<QI', pdata[12 * i:12 * i + 12]) for i in range(4)]
+    return s, [struct.unpack('<QI', pdata[12 * i:12 * i + 12]) for i in range(6)]
 
 
 def client(addr, port, checks, off):
