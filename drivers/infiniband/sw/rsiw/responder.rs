@@ -291,23 +291,38 @@ fn verify_request(
     if len > VERIFY_MAX_LEN {
         return Err(RxError::Term(commit_failure(), TermEcho::Ddp));
     }
+    // Digested before it is admitted: not under the lock `admit` takes (IRQs off), which an
+    // atomic holds for one word only. Still in stream order; a Verify beyond IRD is refused
+    // as such (D-08) and only read memory.
+    let digest = range_digest(path, &target, len);
     admit(path, || {
-        let mut d = VerifyDigest::new();
-        let mut buf = [0u8; 256];
-        let mut at = 0u64;
-        while at < len {
-            let n = (len - at).min(buf.len() as u64) as usize;
-            let chunk = buf.get_mut(..n).ok_or(Fail::local())?;
-            target
-                .read(at, chunk)
-                .map_err(|_| RxError::Term(commit_failure(), TermEcho::Ddp))?;
-            d.update(path.crc32c(), chunk);
-            at += n as u64;
-        }
-        let digest = d.finish();
+        let digest = digest?;
         verify_outcome(hash, &digest).map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
         Ok(InRequest::Verify { digest })
     })
+}
+
+/// The Verify digest of the first `len` bytes of `target`, read from the region itself
+/// (VERIFY-02); a read that fails (the region went away) is a Verify that cannot be
+/// performed (0/2/FF).
+fn range_digest(
+    path: &Path,
+    target: &crate::mem::Placement,
+    len: u64,
+) -> Result<[u8; VERIFY_DIGEST_LEN], RxError> {
+    let mut d = VerifyDigest::new();
+    let mut buf = [0u8; 256];
+    let mut at = 0u64;
+    while at < len {
+        let n = (len - at).min(buf.len() as u64) as usize;
+        let chunk = buf.get_mut(..n).ok_or(Fail::local())?;
+        target
+            .read(at, chunk)
+            .map_err(|_| RxError::Term(commit_failure(), TermEcho::Ddp))?;
+        d.update(path.crc32c(), chunk);
+        at += n as u64;
+    }
+    Ok(d.finish())
 }
 
 /// Admits a request within IRD; `exec` runs once if it is.
