@@ -32,6 +32,23 @@
  * FetchAdd +1 "iters" times to one word, while cpu_threads threads add to
  * it with atomic64_inc(): the final value is exact.
  *
+ * With commit=1 it checks the commit extensions (draft-talpey-rdma-commit-02)
+ * instead, on a device loaded with rsiw commit=1: IB_DEVICE_FLUSH_GLOBAL and
+ * IB_DEVICE_ATOMIC_WRITE, not IB_DEVICE_FLUSH_PERSISTENT; a fast registration
+ * with IB_ACCESS_FLUSH_PERSISTENT refused (DRAM is not persistent memory);
+ * with each side as the requester, Writes, a Flush (global visibility) and an
+ * Atomic Write posted together complete in order as IB_WC_FLUSH and
+ * IB_WC_ATOMIC_WRITE and the target holds the Writes and the 8 bytes; a
+ * whole-region Flush with a garbage range; more Flushes and Atomic Writes
+ * than ORD in one post (CMT-02); and on connections of their own the errors:
+ * Flush to persistence or without the Flushable right (IB_WC_REM_ACCESS_ERR),
+ * a misaligned Atomic Write and one without remote write (an error, the word
+ * unchanged, both QPs in ERROR), and bad Flush flags refused when posted.
+ * With commit_off=1 it checks that a device with them off refuses
+ * IB_WR_FLUSH and IB_WR_ATOMIC_WRITE with EINVAL.
+ *
+ * With peer= and commit=1 it posts a Flush instead (CMT-06).
+ *
  * With off=1 it checks a device that has the extensions off instead: no
  * atomic capability, and every extension opcode refused with EINVAL. With
  * peer= it only posts a FetchAdd to a server without RFC 7306 there (C siw),
@@ -87,6 +104,12 @@ MODULE_PARM_DESC(bench, "round trips per latency measurement (default 0: none)")
 static bool bench_only;
 module_param(bench_only, bool, 0444);
 MODULE_PARM_DESC(bench_only, "with bench=N, only the measurements (make bench)");
+static bool commit;
+module_param(commit, bool, 0444);
+MODULE_PARM_DESC(commit, "check the commit extensions (rsiw commit=1) instead");
+static bool commit_off;
+module_param(commit_off, bool, 0444);
+MODULE_PARM_DESC(commit_off, "check that a device with commit=0 refuses Flush and Atomic Write");
 static unsigned int cpu_threads = 2;
 module_param(cpu_threads, uint, 0444);
 MODULE_PARM_DESC(cpu_threads, "threads adding to the word with CPU atomics (default 2)");
@@ -1095,7 +1118,7 @@ out:
  */
 static noinline_for_stack void kx_peer(struct kx *t)
 {
-	const char *name = "atom_17_peer_without_atomics";
+	const char *name = commit ? "cmt_06_peer_without_commit" : "atom_17_peer_without_atomics";
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
 	struct rdma_conn_param cp = { .initiator_depth = 1, .responder_resources = 1 };
 	struct kx_conn c = {};
@@ -1150,6 +1173,22 @@ static noinline_for_stack void kx_peer(struct kx *t)
 	aw.remote_addr = raddr;
 	aw.rkey = rkey;
 	aw.compare_add = 0;
+	if (commit) {
+		/* CMT-06: a Flush (global visibility, 8 bytes) instead. */
+		struct ib_rdma_wr *fw = (struct ib_rdma_wr *)&aw;
+
+		BUILD_BUG_ON(sizeof(*fw) > sizeof(aw));
+		memset(&aw, 0, sizeof(aw));
+		sge.length = 8;
+		fw->wr.wr_id = 17;
+		fw->wr.opcode = IB_WR_FLUSH;
+		fw->wr.send_flags = IB_SEND_SIGNALED;
+		fw->wr.sg_list = &sge;
+		fw->wr.num_sge = 1;
+		fw->wr.ex.invalidate_rkey = 0x2;
+		fw->remote_addr = raddr;
+		fw->rkey = rkey;
+	}
 	ret = ib_post_send(c.id[0]->qp, &aw.wr, &bad) ?: kx_poll(c.cq[0], &wc);
 	if (ret) {
 		kx_fail(t, name, "post or poll: %d", ret);
@@ -1169,8 +1208,8 @@ static noinline_for_stack void kx_peer(struct kx *t)
 	else if (kx_cm_wait(&c, 0, RDMA_CM_EVENT_DISCONNECTED))
 		kx_fail(t, name, "no DISCONNECTED (events %#lx)", READ_ONCE(c.ev[0]));
 	else
-		kx_pass(t, name, "the FetchAdd completed with status %d (%s), QP in ERROR",
-			wc.status, ib_wc_status_msg(wc.status));
+		kx_pass(t, name, "the %s completed with status %d (%s), QP in ERROR",
+			commit ? "Flush" : "FetchAdd", wc.status, ib_wc_status_msg(wc.status));
 out:
 	kx_teardown(t->ibdev, &c);
 }
@@ -1220,6 +1259,325 @@ out:
 	kx_teardown(t->ibdev, &c);
 }
 
+/* --- the commit extensions ---------------------------------------------- */
+
+/* The Flags of a Flush in ex.invalidate_rkey (enum siw_flush_flags). */
+#define KX_FLUSH_P 0x1
+#define KX_FLUSH_G 0x2
+#define KX_FLUSH_R 0x4
+
+/*
+ * A Flush from @side to the other side's page, @len bytes at @off (rsiw's
+ * kernel convention: a struct ib_rdma_wr, the Flags in ex.invalidate_rkey,
+ * the length in the one SGE, which is not accessed).
+ */
+static void kx_flush_wr(struct kx_conn *c, int side, struct ib_rdma_wr *w, struct ib_sge *sge,
+			u64 id, u32 flags, u32 off, u32 len)
+{
+	int peer = !side;
+
+	memset(w, 0, sizeof(*w));
+	sge->addr = 0;
+	sge->length = len;
+	sge->lkey = 0;
+	w->wr.wr_id = id;
+	w->wr.opcode = IB_WR_FLUSH;
+	w->wr.send_flags = IB_SEND_SIGNALED;
+	w->wr.sg_list = sge;
+	w->wr.num_sge = 1;
+	w->wr.ex.invalidate_rkey = flags;
+	w->remote_addr = c->mr[peer]->iova + off;
+	w->rkey = c->mr[peer]->rkey;
+}
+
+/* An Atomic Write of the 8 bytes at @data from @side to the other side's @off. */
+static void kx_awrite_wr(struct kx_conn *c, int side, struct ib_rdma_wr *w, struct ib_sge *sge,
+			 u64 id, const void *data, u32 off)
+{
+	int peer = !side;
+
+	memset(w, 0, sizeof(*w));
+	sge->addr = (uintptr_t)data;
+	sge->length = 8;
+	sge->lkey = 0;
+	w->wr.wr_id = id;
+	w->wr.opcode = IB_WR_ATOMIC_WRITE;
+	w->wr.send_flags = IB_SEND_SIGNALED;
+	w->wr.sg_list = sge;
+	w->wr.num_sge = 1;
+	w->remote_addr = c->mr[peer]->iova + off;
+	w->rkey = c->mr[peer]->rkey;
+}
+
+/*
+ * FLUSH-03, AWRITE-04: two Writes, a Flush over them and an Atomic Write,
+ * posted together; then a whole-region Flush with a garbage range (FLUSH-02).
+ */
+static void kx_commit_ops(struct kx *t, struct kx_conn *c, int side)
+{
+	const char *name = "flush_03_write_flush_atomic_write";
+	int peer = !side;
+	u8 *dst = c->page[peer], *src = c->local[side];
+	static const u8 image[8] = { 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef };
+	struct ib_sge ws[2], fs, as;
+	struct ib_rdma_wr w[2] = {}, f, a;
+	const struct ib_send_wr *bad;
+	int i;
+
+	memset(dst, 0, 1024);
+	for (i = 0; i < 512; i++)
+		src[i] = (u8)(i * 7 + side + 1);
+	memcpy(src + 600, image, 8);
+	for (i = 0; i < 2; i++) {
+		kx_sge(t, c, side, &ws[i], i * 256, 256);
+		w[i].wr.wr_id = 10 + i;
+		w[i].wr.opcode = IB_WR_RDMA_WRITE;
+		w[i].wr.sg_list = &ws[i];
+		w[i].wr.num_sge = 1;
+		w[i].wr.next = &w[i + 1].wr;
+		w[i].remote_addr = c->mr[peer]->iova + i * 256;
+		w[i].rkey = c->mr[peer]->rkey;
+	}
+	kx_flush_wr(c, side, &f, &fs, 12, KX_FLUSH_G, 0, 512);
+	kx_awrite_wr(c, side, &a, &as, 13, src + 600, 512);
+	w[1].wr.next = &f.wr;
+	f.wr.next = &a.wr;
+	if (ib_post_send(kx_qp(c, side), &w[0].wr, &bad)) {
+		kx_fail(t, name, "%s: post failed", side_name[side]);
+		return;
+	}
+	if (!kx_expect_send(t, c, side, name, 12, IB_WC_FLUSH) ||
+	    !kx_expect_send(t, c, side, name, 13, IB_WC_ATOMIC_WRITE))
+		return;
+	if (memcmp(dst, src, 512) || memcmp(dst + 512, image, 8) || dst[520])
+		kx_fail(t, name, "%s: the target does not hold the Writes and the 8 bytes",
+			side_name[side]);
+	else
+		kx_pass(t, name, "%s requester: IB_WC_FLUSH, IB_WC_ATOMIC_WRITE in order, data placed",
+			side_name[side]);
+
+	name = "flush_02_whole_region";
+	kx_flush_wr(c, side, &f, &fs, 14, KX_FLUSH_G | KX_FLUSH_R, 0x7ffff000, 0xfffffff0);
+	f.remote_addr = 0xdeadbeef000ULL;
+	if (ib_post_send(kx_qp(c, side), &f.wr, &bad)) {
+		kx_fail(t, name, "%s: post failed", side_name[side]);
+		return;
+	}
+	if (kx_expect_send(t, c, side, name, 14, IB_WC_FLUSH))
+		kx_pass(t, name, "%s requester: Length and TO ignored", side_name[side]);
+}
+
+/* CMT-02: 12 Flushes and Atomic Writes in one post, ORD 4: all complete in order. */
+static void kx_commit_ord(struct kx *t, struct kx_conn *c, int side)
+{
+	const char *name = "cmt_02_ord_shared";
+	int peer = !side;
+	u64 *dst = c->page[peer] + 1024, *src = c->local[side] + 1024;
+	struct ib_sge sge[12];
+	struct ib_rdma_wr w[12];
+	const struct ib_send_wr *bad;
+	int i;
+
+	for (i = 0; i < 12; i++) {
+		src[i] = 0x1000 + i + side;
+		dst[i] = 0;
+		if (i % 3 == 2)
+			kx_flush_wr(c, side, &w[i], &sge[i], 100 + i, KX_FLUSH_G, 1024, 96);
+		else
+			kx_awrite_wr(c, side, &w[i], &sge[i], 100 + i, &src[i], 1024 + i * 8);
+		if (i)
+			w[i - 1].wr.next = &w[i].wr;
+	}
+	if (ib_post_send(kx_qp(c, side), &w[0].wr, &bad)) {
+		kx_fail(t, name, "%s: post failed", side_name[side]);
+		return;
+	}
+	for (i = 0; i < 12; i++)
+		if (!kx_expect_send(t, c, side, name, 100 + i,
+				    i % 3 == 2 ? IB_WC_FLUSH : IB_WC_ATOMIC_WRITE))
+			return;
+	for (i = 0; i < 12; i++) {
+		if (i % 3 != 2 && READ_ONCE(dst[i]) != src[i]) {
+			kx_fail(t, name, "%s: word %d is %#llx, want %#llx", side_name[side], i,
+				READ_ONCE(dst[i]), src[i]);
+			return;
+		}
+	}
+	kx_pass(t, name, "%s requester: 12 requests, ORD 4, completed in order", side_name[side]);
+}
+
+/*
+ * A Flush (@flags) or an Atomic Write (@flags 0) at @off that the responder
+ * refuses, on a connection of its own with @access: an error completion
+ * (@want, or any error with @want 0), the target unchanged, both QPs in ERROR.
+ */
+static noinline_for_stack void kx_commit_refused(struct kx *t, const char *name, u16 p,
+						 int access, u32 flags, u32 off,
+						 enum ib_wc_status want)
+{
+	static const u64 data = 0x5555555555555555ULL;
+	struct kx_conn c = {};
+	struct ib_rdma_wr w;
+	struct ib_sge sge;
+	const struct ib_send_wr *bad;
+	struct ib_wc wc;
+	u64 *word;
+	bool changed;
+	int i, st[2];
+
+	if (kx_setup(t, &c, name, p, IB_POLL_DIRECT, access))
+		goto out;
+	word = c.page[1] + (off & ~7);
+	WRITE_ONCE(word[0], 0x1111);
+	WRITE_ONCE(word[1], 0x2222);
+	if (flags)
+		kx_flush_wr(&c, 0, &w, &sge, 77, flags, off, 64);
+	else
+		kx_awrite_wr(&c, 0, &w, &sge, 77, &data, off);
+	if (ib_post_send(kx_qp(&c, 0), &w.wr, &bad) || kx_poll(c.cq[0], &wc)) {
+		kx_fail(t, name, "post or poll failed");
+		goto out;
+	}
+	changed = READ_ONCE(word[0]) != 0x1111 || READ_ONCE(word[1]) != 0x2222;
+	for (i = 0; i < 100; i++) {
+		st[0] = kx_qp_state(kx_qp(&c, 0));
+		st[1] = kx_qp_state(kx_qp(&c, 1));
+		if (st[0] == IB_QPS_ERR && st[1] == IB_QPS_ERR)
+			break;
+		msleep(50);
+	}
+	if (wc.wr_id != 77 || wc.status == IB_WC_SUCCESS || (want && wc.status != want))
+		kx_fail(t, name, "wc wr_id %llu status %d, want an error (%d)", wc.wr_id,
+			wc.status, want);
+	else if (changed)
+		kx_fail(t, name, "the target was modified");
+	else if (st[0] != IB_QPS_ERR || st[1] != IB_QPS_ERR)
+		kx_fail(t, name, "QP states %d and %d, want ERROR", st[0], st[1]);
+	else
+		kx_pass(t, name, "status %d, target unchanged, both QPs in ERROR", wc.status);
+out:
+	kx_teardown(t->ibdev, &c);
+}
+
+/* Flush Flags the requester refuses when posted, and a bad Atomic Write. */
+static noinline_for_stack void kx_commit_post_refused(struct kx *t, struct kx_conn *c)
+{
+	const char *name = "commit_post_refused";
+	static const u32 bad_flags[] = { 0, KX_FLUSH_R, 0x8 | KX_FLUSH_G };
+	static const u64 data;
+	struct ib_rdma_wr w;
+	struct ib_sge sge;
+	const struct ib_send_wr *bad;
+	int i, ret;
+
+	for (i = 0; i < ARRAY_SIZE(bad_flags); i++) {
+		kx_flush_wr(c, 0, &w, &sge, 90, bad_flags[i], 0, 8);
+		ret = ib_post_send(kx_qp(c, 0), &w.wr, &bad);
+		if (ret != -EINVAL) {
+			kx_fail(t, name, "Flush flags %#x: post returned %d, want -EINVAL",
+				bad_flags[i], ret);
+			return;
+		}
+	}
+	kx_awrite_wr(c, 0, &w, &sge, 91, &data, 0);
+	sge.length = 4;
+	ret = ib_post_send(kx_qp(c, 0), &w.wr, &bad);
+	if (ret != -EINVAL) {
+		kx_fail(t, name, "a 4-byte Atomic Write: post returned %d, want -EINVAL", ret);
+		return;
+	}
+	kx_pass(t, name, "bad Flush flags and a 4-byte Atomic Write refused with EINVAL");
+}
+
+static noinline_for_stack void kx_commit(struct kx *t)
+{
+	u64 caps = t->ibdev->attrs.device_cap_flags;
+	struct kx_conn c = {};
+	struct ib_mr *mr;
+	void *page;
+	struct scatterlist sg;
+	bool mapped = false;
+	int side;
+
+	if (!(caps & IB_DEVICE_FLUSH_GLOBAL) || !(caps & IB_DEVICE_ATOMIC_WRITE) ||
+	    (caps & IB_DEVICE_FLUSH_PERSISTENT))
+		kx_fail(t, "commit_attrs", "device_cap_flags %#llx: want FLUSH_GLOBAL and ATOMIC_WRITE, not FLUSH_PERSISTENT",
+			caps);
+	else
+		kx_pass(t, "commit_attrs", "IB_DEVICE_FLUSH_GLOBAL, IB_DEVICE_ATOMIC_WRITE");
+	if (kx_setup(t, &c, "commit_connect", port, IB_POLL_DIRECT,
+		     KX_ACCESS_ALL | IB_ACCESS_FLUSH_GLOBAL))
+		goto out;
+	kx_pass(t, "commit_connect", "a pair, each page registered with IB_ACCESS_FLUSH_GLOBAL");
+	/* CMT-03: DRAM is not persistent memory. */
+	page = (void *)get_zeroed_page(GFP_KERNEL);
+	mr = page ? kx_reg(t, &c, 1, page, &sg, &mapped,
+			   KX_ACCESS_ALL | IB_ACCESS_FLUSH_PERSISTENT) : ERR_PTR(-ENOMEM);
+	if (!IS_ERR(mr)) {
+		kx_fail(t, "cmt_03_flush_persistent_refused", "the registration succeeded");
+		ib_dereg_mr(mr);
+	} else if (PTR_ERR(mr) != -EINVAL) {
+		kx_fail(t, "cmt_03_flush_persistent_refused", "error %ld, want -EINVAL",
+			PTR_ERR(mr));
+	} else {
+		kx_pass(t, "cmt_03_flush_persistent_refused", "EINVAL");
+	}
+	if (mapped)
+		ib_dma_unmap_sg(t->ibdev, &sg, 1, DMA_BIDIRECTIONAL);
+	free_page((unsigned long)page);
+	for (side = 0; side < 2; side++) {
+		kx_commit_ops(t, &c, side);
+		kx_commit_ord(t, &c, side);
+	}
+	kx_commit_post_refused(t, &c);
+out:
+	kx_teardown(t->ibdev, &c);
+	kx_commit_refused(t, "flush_04_persistent_on_dram", port + 1,
+			  KX_ACCESS_ALL | IB_ACCESS_FLUSH_GLOBAL, KX_FLUSH_P, 0,
+			  IB_WC_REM_ACCESS_ERR);
+	kx_commit_refused(t, "flush_04_no_flush_right", port + 2, KX_ACCESS_ALL, KX_FLUSH_G, 0,
+			  IB_WC_REM_ACCESS_ERR);
+	kx_commit_refused(t, "cmt_04_flush_out_of_bounds", port + 3,
+			  KX_ACCESS_ALL | IB_ACCESS_FLUSH_GLOBAL, KX_FLUSH_G, PAGE_SIZE - 63,
+			  IB_WC_REM_ACCESS_ERR);
+	kx_commit_refused(t, "awrite_02_misaligned", port + 4, KX_ACCESS_ALL, 0, 4, 0);
+	kx_commit_refused(t, "awrite_02_no_write_right", port + 5,
+			  IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ, 0, 0,
+			  IB_WC_REM_ACCESS_ERR);
+}
+
+/* A device with the commit extensions off refuses their work requests. */
+static noinline_for_stack void kx_commit_off(struct kx *t)
+{
+	const char *name = "commit_off_refused";
+	static const u64 data;
+	u64 caps = t->ibdev->attrs.device_cap_flags;
+	struct kx_conn c = {};
+	struct ib_rdma_wr w;
+	struct ib_sge sge;
+	const struct ib_send_wr *bad;
+	int ret;
+
+	if (caps & (IB_DEVICE_FLUSH_GLOBAL | IB_DEVICE_ATOMIC_WRITE | IB_DEVICE_FLUSH_PERSISTENT)) {
+		kx_fail(t, name, "device_cap_flags %#llx advertise a commit extension", caps);
+		return;
+	}
+	if (kx_setup(t, &c, name, port, IB_POLL_DIRECT, KX_ACCESS_ALL))
+		goto out;
+	kx_flush_wr(&c, 0, &w, &sge, 1, KX_FLUSH_G, 0, 8);
+	ret = ib_post_send(kx_qp(&c, 0), &w.wr, &bad);
+	if (ret == -EINVAL) {
+		kx_awrite_wr(&c, 0, &w, &sge, 2, &data, 0);
+		ret = ib_post_send(kx_qp(&c, 0), &w.wr, &bad);
+	}
+	if (ret != -EINVAL)
+		kx_fail(t, name, "post returned %d, want -EINVAL", ret);
+	else
+		kx_pass(t, name, "no capability; IB_WR_FLUSH and IB_WR_ATOMIC_WRITE refused");
+out:
+	kx_teardown(t->ibdev, &c);
+}
+
 /* --- the device --------------------------------------------------------- */
 
 static struct ib_device *found;
@@ -1248,6 +1606,14 @@ static void run(struct kx *t)
 
 	if (off) {
 		kx_off(t);
+		return;
+	}
+	if (commit) {
+		kx_commit(t);
+		return;
+	}
+	if (commit_off) {
+		kx_commit_off(t);
 		return;
 	}
 	if (*peer) {

@@ -111,6 +111,27 @@ pub(crate) unsafe fn atomic_rmw_u64(ptr: *mut u64, mut op: impl FnMut(u64) -> u6
     }
 }
 
+/// Stores the 8 bytes `image` into the 64-bit word at `ptr` (RDMA Atomic Write): one aligned
+/// 64-bit store with release ordering, so that no access the CPU made before it (the placement
+/// of earlier RDMA Writes) is seen after it, and no reader sees part of it. The bytes land in
+/// memory as given (an 8-byte memory image, spec-map D-06). Does not sleep.
+///
+/// # Safety
+///
+/// As [`atomic_rmw_u64`]: `ptr` is 8-byte aligned and valid for writes of 8 bytes for the
+/// duration of the call, and is not memory Rust holds a reference to; others access the word
+/// concurrently only atomically, or from user space or a device.
+pub(crate) unsafe fn store_release_u64(ptr: *mut u64, image: [u8; 8]) {
+    use crate::sync::atomic::{
+        Atomic,
+        Release, //
+    };
+    // SAFETY: Valid and aligned for the call (safety requirements); every access this kernel
+    // makes to it here is atomic.
+    let word = unsafe { Atomic::<u64>::from_ptr(ptr) };
+    word.store(u64::from_ne_bytes(image), Release);
+}
+
 /// A `struct ib_mr` with the driver's [`Driver::Mr`] data.
 pub type Mr<T> = Object<T, MrKind>;
 

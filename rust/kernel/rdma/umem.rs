@@ -251,6 +251,27 @@ impl Umem {
     /// if the word's user address is not 8-byte aligned or the word is not inside the region.
     /// Does not sleep.
     pub fn atomic_u64(&self, off: usize, op: impl FnMut(u64) -> u64) -> Result<u64> {
+        // SAFETY: `word()` hands a pointer to an aligned word of a page pinned for writing,
+        // mapped for the call; no Rust reference to user memory exists; user space may access
+        // the word concurrently, as it may while a hardware RDMA device performs an atomic on
+        // it.
+        self.word(off, |w| unsafe { super::mr::atomic_rmw_u64(w, op) })
+    }
+
+    /// Stores the 8 bytes `image` into the 64-bit word at region byte `off` with release
+    /// ordering ([`super::mr::store_release_u64`], RDMA Atomic Write); errors as
+    /// [`Umem::atomic_u64`]. Does not sleep.
+    pub fn store_u64(&self, off: usize, image: [u8; 8]) -> Result {
+        // SAFETY: As in `atomic_u64()`.
+        self.word(off, |w| unsafe { super::mr::store_release_u64(w, image) })
+    }
+
+    /// Runs `f` on the aligned 64-bit word at region byte `off`, through a short-lived
+    /// `kmap_local_page()` mapping: the pointer is 8-byte aligned and valid for reads and
+    /// writes of 8 bytes while `f` runs, and the page was pinned for writing. Fails with
+    /// `EACCES` if the pages were not pinned for writing, with `EINVAL` if the word's user
+    /// address is not 8-byte aligned or the word is not inside the region.
+    fn word<R>(&self, off: usize, f: impl FnOnce(*mut u64) -> R) -> Result<R> {
         if !self.writable {
             return Err(EACCES);
         }
@@ -269,15 +290,12 @@ impl Umem {
         let in_page = pos & (PAGE_SIZE - 1);
         // SAFETY: The page is pinned while `self` lives (type invariant).
         let va = unsafe { bindings::kmap_local_page(page.as_ptr()) };
-        // SAFETY: `va` maps the whole page, `in_page + 8 <= PAGE_SIZE` and `in_page` is 8-byte
-        // aligned (`pos` is), so the word is valid and aligned for the call, and the page was
-        // pinned for writing (checked above), so it may be written. No Rust reference
-        // to user memory exists; user space may access the word concurrently, as it may while
-        // a hardware RDMA device performs an atomic on it.
-        let old = unsafe { super::mr::atomic_rmw_u64(va.cast::<u8>().add(in_page).cast(), op) };
+        // SAFETY: `va` maps the whole page and `in_page + 8 <= PAGE_SIZE`, so the pointer stays
+        // inside the mapping.
+        let r = f(unsafe { va.cast::<u8>().add(in_page).cast() });
         // SAFETY: `va` was mapped just above, and nothing mapped since is still mapped.
         unsafe { bindings::kunmap_local(va) };
-        Ok(old)
+        Ok(r)
     }
 
     /// Copies `len` received bytes of `skb`, starting at `skb_off`, into region bytes

@@ -291,9 +291,13 @@ impl SendWr {
             WrOpcode::RdmaWrite
             | WrOpcode::RdmaWriteWithImm
             | WrOpcode::RdmaRead
-            | WrOpcode::RdmaReadWithInv => {
+            | WrOpcode::RdmaReadWithInv
+            | WrOpcode::Flush
+            | WrOpcode::AtomicWrite => {
                 // SAFETY: For these opcodes the consumer's contract is that the work request is
-                // the `wr` field (at offset 0) of a `struct ib_rdma_wr`.
+                // the `wr` field (at offset 0) of a `struct ib_rdma_wr` (ib_core defines no
+                // other one for `IB_WR_FLUSH` and `IB_WR_ATOMIC_WRITE`; drivers that take them
+                // from kernel consumers document this).
                 let r = unsafe { &*self.as_raw().cast::<bindings::ib_rdma_wr>() };
                 Some(RdmaTarget {
                     remote_addr: r.remote_addr,
@@ -355,6 +359,14 @@ impl SendWr {
         if !self.send_flags().contains(SendWrFlag::Inline) {
             return Err(EINVAL);
         }
+        self.copy_sge_data(dst, max_sge)
+    }
+
+    /// Copies the bytes the SGEs (at most `max_sge`) address, taken as kernel virtual
+    /// addresses as for inline data, into `dst`, whatever the send flags; for operations whose
+    /// few bytes are taken when posted (the 8 bytes of an Atomic Write). Returns the number of
+    /// bytes; errors as [`SendWr::copy_inline`].
+    pub fn copy_sge_data(&self, dst: &mut [u8], max_sge: u32) -> Result<usize> {
         let mut off = 0usize;
         for sge in self.sges(max_sge)? {
             let len = sge.length as usize;

@@ -516,3 +516,397 @@ fn atom_13_unexpected_atomic_response() {
     assert_eq!(q.inflight(), 0);
     assert!(q.is_empty());
 }
+
+// The commit extensions at the responder (draft-talpey-rdma-commit-02):
+// a model responder driven by the receive parser, as the driver is, that
+// executes each request when it is Delivered and queues its response in the
+// one FIFO. The stream is Writes, Flushes, Atomic Writes and Verifies,
+// encoded back to back and cut into arbitrary chunks, or fed whole (one TCP
+// segment). Memory is checked against an independent model of the ops.
+
+#[path = "common/mod.rs"]
+mod common;
+
+use rsiw_wire::wire::commit::{
+    atomic_write_check, flush_plan, verify_outcome, writeback_span, FlushScope, VerifyDigest,
+    VERIFY_DIGEST_LEN,
+};
+use rsiw_wire::wire::crc::SoftCrc32c;
+use rsiw_wire::wire::hdr::{
+    AtomicWriteRequest, FlushRequest, SinkRange, VerifyRequest, FLUSH_P, FLUSH_R, FLUSH_V,
+    QN_READ_REQ,
+};
+use rsiw_wire::wire::term::RdmapCode;
+
+/// The one region of the model: STag, base TO and length.
+const STAG: u32 = 0x100;
+const BASE: u64 = 0x1000;
+const MEM: usize = 256;
+
+/// One message the peer sends.
+#[derive(Clone, Debug)]
+enum Op {
+    /// RDMA Write of `len` bytes of `fill` at region offset `off`.
+    Write { off: u8, len: u8, fill: u8 },
+    /// RDMA Flush with these flags over `[off, off + len)`.
+    Flush { flags: u32, off: u8, len: u8 },
+    /// Atomic Write at `off` with Data Sink Length `len`.
+    AWrite { off: u8, len: u32, data: [u8; 8] },
+    /// RDMA Verify of `[off, off + len)`: no hash, the right one, or a
+    /// wrong one.
+    Verify { off: u8, len: u8, hash: u8 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let flags = prop_oneof![
+        6 => Just(FLUSH_V),
+        2 => Just(FLUSH_V | FLUSH_R),
+        1 => Just(0u32),
+        1 => Just(FLUSH_P | FLUSH_V),
+        1 => Just(0x08u32 | FLUSH_V),
+    ];
+    prop_oneof![
+        6 => (0u8..200, 1u8..56, any::<u8>()).prop_map(|(off, len, fill)| Op::Write { off, len, fill }),
+        3 => (flags, 0u8..200, 0u8..56).prop_map(|(flags, off, len)| Op::Flush { flags, off, len }),
+        3 => (0u8..31, prop_oneof![8 => Just(8u32), 1 => Just(4u32), 1 => Just(16u32)], any::<[u8; 8]>())
+            .prop_map(|(w, len, data)| Op::AWrite { off: if w == 30 { 4 } else { w * 8 }, len, data }),
+        2 => (0u8..200, 0u8..56, 0u8..3).prop_map(|(off, len, hash)| Op::Verify { off, len, hash }),
+    ]
+}
+
+/// The CRC32c digest of `b`.
+fn digest(b: &[u8]) -> [u8; VERIFY_DIGEST_LEN] {
+    let mut d = VerifyDigest::new();
+    d.update(&SoftCrc32c, b);
+    d.finish()
+}
+
+/// What the peer's stream should do, from the ops alone: the memory after
+/// each op, and the first op that fails with its Terminate code.
+fn model(ops: &[Op]) -> (Vec<Vec<u8>>, Option<(usize, TermCode)>) {
+    let mut mem = vec![0u8; MEM];
+    let mut after = Vec::new();
+    for (i, o) in ops.iter().enumerate() {
+        let err = match *o {
+            Op::Write { off, len, fill } => {
+                mem[usize::from(off)..usize::from(off) + usize::from(len)].fill(fill);
+                None
+            }
+            Op::Flush { flags, .. } => {
+                // D-05; the region has only the global-visibility right (P:
+                // 0/1/02, FLUSH-04).
+                if flags & !7 != 0 || flags & 3 == 0 {
+                    Some(TermCode::new(0, 2, 0xff))
+                } else if flags & FLUSH_P != 0 {
+                    Some(TermCode::new(0, 1, 2))
+                } else {
+                    None
+                }
+            }
+            Op::AWrite { off, len, data } => {
+                if len != 8 || off % 8 != 0 {
+                    Some(TermCode::new(0, 2, 7))
+                } else {
+                    mem[usize::from(off)..usize::from(off) + 8].copy_from_slice(&data);
+                    None
+                }
+            }
+            Op::Verify { off, len, hash } => {
+                let d = digest(&mem[usize::from(off)..usize::from(off) + usize::from(len)]);
+                // The wrong hash is 4 zero bytes: the digest of nothing.
+                (hash == 2 && d != [0; 4]).then(|| TermCode::new(0, 2, 0xff))
+            }
+        };
+        if let Some(c) = err {
+            return (after, Some((i, c)));
+        }
+        after.push(mem.clone());
+    }
+    (after, None)
+}
+
+/// The stream the peer sends for `ops`, with the Verify hashes computed
+/// from `after` (the model memory before each op).
+fn stream(ops: &[Op]) -> Vec<u8> {
+    let mut mem = vec![0u8; MEM];
+    let mut out = Vec::new();
+    let mut msn = 1u32;
+    let req = |msn: u32| Placement::Untagged {
+        inv_stag: 0,
+        qn: QN_READ_REQ,
+        msn,
+        mo: 0,
+    };
+    for o in ops {
+        let (m, payload) = match *o {
+            Op::Write { off, len, fill } => {
+                mem[usize::from(off)..usize::from(off) + usize::from(len)].fill(fill);
+                let p = Placement::Tagged {
+                    stag: STAG,
+                    to: BASE + u64::from(off),
+                };
+                (
+                    common::msg(Opcode::Write, p, Body::None, u32::from(len)),
+                    vec![fill; usize::from(len)],
+                )
+            }
+            Op::Flush { flags, off, len } => {
+                let b = Body::FlushRequest(FlushRequest {
+                    sink: SinkRange {
+                        stag: STAG,
+                        len: u32::from(len),
+                        to: BASE + u64::from(off),
+                    },
+                    flags,
+                });
+                msn += 1;
+                (
+                    common::msg(Opcode::FlushRequest, req(msn - 1), b, 0),
+                    Vec::new(),
+                )
+            }
+            Op::AWrite { off, len, data } => {
+                if len == 8 && off % 8 == 0 {
+                    mem[usize::from(off)..usize::from(off) + 8].copy_from_slice(&data);
+                }
+                let b = Body::AtomicWriteRequest(AtomicWriteRequest {
+                    sink: SinkRange {
+                        stag: STAG,
+                        len,
+                        to: BASE + u64::from(off),
+                    },
+                    data,
+                });
+                msn += 1;
+                (
+                    common::msg(Opcode::AtomicWriteRequest, req(msn - 1), b, 0),
+                    Vec::new(),
+                )
+            }
+            Op::Verify { off, len, hash } => {
+                let d = digest(&mem[usize::from(off)..usize::from(off) + usize::from(len)]);
+                let h = match hash {
+                    0 => Vec::new(),
+                    1 => d.to_vec(),
+                    _ => vec![0; 4],
+                };
+                let b = Body::VerifyRequest(VerifyRequest {
+                    sink: SinkRange {
+                        stag: STAG,
+                        len: u32::from(len),
+                        to: BASE + u64::from(off),
+                    },
+                });
+                msn += 1;
+                (
+                    common::msg(Opcode::VerifyRequest, req(msn - 1), b, h.len() as u32),
+                    h,
+                )
+            }
+        };
+        out.extend(common::encode(m, &payload, 1460, true));
+    }
+    out
+}
+
+/// The responder under test: wire::commit's decisions, memory touched only
+/// when a request is Delivered (at its End), responses queued in the FIFO.
+/// Returns the responses' opcodes in queue order and the Terminate, if any;
+/// checks at every Flush that the memory holds every earlier op.
+fn respond(
+    ops: &[Op],
+    bytes: &[u8],
+    chunks: &[usize],
+    after: &[Vec<u8>],
+) -> Result<(Vec<Opcode>, Option<TermCode>), TestCaseError> {
+    let (evs, err) = common::parse_chunked(common::cfg_all(true), bytes, chunks);
+    prop_assert!(
+        err.is_none(),
+        "the parser refused a well-formed stream: {:?}",
+        err
+    );
+    let mut mem = vec![0u8; MEM];
+    let mut q = RespQueue::new(64, [None::<Opcode>; 64]);
+    let mut cur: Option<Segment> = None;
+    let mut data: Vec<u8> = Vec::new();
+    let mut delivered = 0usize;
+    for e in evs {
+        match e {
+            Ev::Seg(s) => {
+                cur = Some(s);
+                data.clear();
+            }
+            Ev::Data(d) => data.extend_from_slice(&d),
+            Ev::End => {
+                let s = cur.take().expect("End without Segment");
+                let n = delivered;
+                delivered += 1;
+                match s.body {
+                    Body::None if s.hdr.opcode == Opcode::Write => {
+                        let Placement::Tagged { to, .. } = s.hdr.placement else {
+                            unreachable!()
+                        };
+                        let o = (to - BASE) as usize;
+                        mem[o..o + data.len()].copy_from_slice(&data);
+                    }
+                    Body::FlushRequest(r) => {
+                        let plan = match flush_plan(&r) {
+                            Ok(p) => p,
+                            Err(c) => return Ok((answered(&mut q), Some(c))),
+                        };
+                        if plan.persistent {
+                            return Ok((answered(&mut q), Some(TermCode::new(0, 1, 2))));
+                        }
+                        // FLUSH-03: everything before it is placed.
+                        prop_assert_eq!(
+                            &mem,
+                            &after[n],
+                            "Flush {} sees memory without an earlier op",
+                            n
+                        );
+                        let _ = plan.scope;
+                        prop_assert_eq!(q.admit(|| Ok::<_, ()>(Opcode::FlushResponse)), Ok(()));
+                    }
+                    Body::AtomicWriteRequest(r) => {
+                        if let Err(c) = atomic_write_check(&r) {
+                            return Ok((answered(&mut q), Some(c)));
+                        }
+                        let o = (r.sink.to - BASE) as usize;
+                        if !o.is_multiple_of(8) {
+                            return Ok((answered(&mut q), Some(TermCode::new(0, 2, 7))));
+                        }
+                        mem[o..o + 8].copy_from_slice(&r.data);
+                        prop_assert_eq!(
+                            q.admit(|| Ok::<_, ()>(Opcode::AtomicWriteResponse)),
+                            Ok(())
+                        );
+                    }
+                    Body::VerifyRequest(r) => {
+                        let o = (r.sink.to - BASE) as usize;
+                        let d = digest(&mem[o..o + r.sink.len as usize]);
+                        if let Err(c) = verify_outcome(&data, &d) {
+                            return Ok((answered(&mut q), Some(c)));
+                        }
+                        prop_assert_eq!(q.admit(|| Ok::<_, ()>(Opcode::VerifyResponse)), Ok(()));
+                    }
+                    b => prop_assert!(false, "unexpected body {:?}", b),
+                }
+                let _ = &ops[n];
+            }
+        }
+    }
+    Ok((answered(&mut q), None))
+}
+
+/// Takes every queued response, in order.
+fn answered(q: &mut RespQueue<Opcode, [Option<Opcode>; 64]>) -> Vec<Opcode> {
+    let mut v = Vec::new();
+    while let Some(o) = q.next_to_answer() {
+        v.push(o);
+        q.responded();
+    }
+    v
+}
+
+use common::Ev;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, .. ProptestConfig::default() })]
+
+    /// FLUSH-03, FLUSH-05, AWRITE-04, VERIFY-06, T-01, T-02: Writes, Flushes,
+    /// Atomic Writes and Verifies back to back, whole in one TCP segment or
+    /// cut anywhere: each request runs when Delivered, after every earlier
+    /// message was placed (a Flush sees all of them in memory), responses
+    /// queue in arrival order, and the first bad request ends the stream with
+    /// its code (D-02, D-05: flags 0/2/FF, persistence on DRAM 0/1/02, Atomic
+    /// Write length or alignment 0/2/07, Verify mismatch 0/2/FF) with nothing
+    /// after it executed.
+    #[test]
+    fn flush_03_prop_commit_stream_in_order(
+        ops in prop::collection::vec(op(), 1..24),
+        chunks in prop::collection::vec(1usize..200, 0..6),
+    ) {
+        let (after, fail) = model(&ops);
+        let bytes = stream(&ops);
+        let (resp, term) = respond(&ops, &bytes, &chunks, &after)?;
+        let upto = fail.map_or(ops.len(), |(i, _)| i);
+        let want: Vec<Opcode> = ops[..upto]
+            .iter()
+            .filter_map(|o| match o {
+                Op::Write { .. } => None,
+                Op::Flush { .. } => Some(Opcode::FlushResponse),
+                Op::AWrite { .. } => Some(Opcode::AtomicWriteResponse),
+                Op::Verify { .. } => Some(Opcode::VerifyResponse),
+            })
+            .collect();
+        prop_assert_eq!(resp, want);
+        prop_assert_eq!(term, fail.map(|(_, c)| c));
+    }
+}
+
+/// FLUSH-02, D-05: the flags; R ignores Length and TO.
+#[test]
+fn flush_02_flags_and_scope() {
+    let r = |flags, len, to| FlushRequest {
+        sink: SinkRange { stag: 1, len, to },
+        flags,
+    };
+    let ff = TermCode::operation(RdmapCode::Unspecified);
+    assert_eq!(flush_plan(&r(0, 8, 0)), Err(ff));
+    assert_eq!(flush_plan(&r(FLUSH_R, 8, 0)), Err(ff));
+    assert_eq!(flush_plan(&r(FLUSH_V | 0x80, 8, 0)), Err(ff));
+    assert_eq!(flush_plan(&r(FLUSH_V | 0x8000_0000, 8, 0)), Err(ff));
+    let p = flush_plan(&r(FLUSH_V, 8, 0x40)).unwrap();
+    assert!(p.global && !p.persistent);
+    assert_eq!(p.scope, FlushScope::Range { to: 0x40, len: 8 });
+    let p = flush_plan(&r(FLUSH_P | FLUSH_R, u32::MAX, u64::MAX)).unwrap();
+    assert!(p.persistent && !p.global);
+    assert_eq!(p.scope, FlushScope::Region);
+}
+
+/// FLUSH-08: a persistent Flush writes back the whole cache lines covering
+/// the bytes, nothing for zero bytes, never overflows.
+#[test]
+fn flush_08_writeback_span_whole_lines() {
+    assert_eq!(writeback_span(0, 1, 64), Some((0, 64)));
+    assert_eq!(writeback_span(63, 2, 64), Some((0, 128)));
+    assert_eq!(writeback_span(64, 64, 64), Some((64, 64)));
+    assert_eq!(writeback_span(100, 0, 64), Some((100, 0)));
+    assert_eq!(writeback_span(0x1001, 0x1000, 64), Some((0x1000, 0x1040)));
+    assert_eq!(writeback_span(u64::MAX - 3, 1, 64), None);
+    assert_eq!(writeback_span(0, 1, 48), None);
+}
+
+/// AWRITE-01: Data Sink Length must be 8 (0/2/07).
+#[test]
+fn awrite_01_length_must_be_8() {
+    let r = |len| AtomicWriteRequest {
+        sink: SinkRange {
+            stag: 1,
+            len,
+            to: 0,
+        },
+        data: [0; 8],
+    };
+    assert_eq!(atomic_write_check(&r(8)), Ok(()));
+    for len in [0, 4, 7, 9, 16, u32::MAX] {
+        assert_eq!(atomic_write_check(&r(len)), Err(TermCode::new(0, 2, 7)));
+    }
+}
+
+/// VERIFY-04: no hash or the right one is answered; any other (a wrong
+/// value, another length) is 0/2/FF.
+#[test]
+fn verify_04_mismatch_terminates() {
+    // The CRC-32C check value, in the MPA trailer's byte order.
+    let d = digest(b"123456789");
+    assert_eq!(d, 0xe306_9283u32.to_le_bytes());
+    let ff = Err(TermCode::operation(RdmapCode::Unspecified));
+    assert_eq!(verify_outcome(&[], &d), Ok(()));
+    assert_eq!(verify_outcome(&d, &d), Ok(()));
+    let mut bad = d;
+    bad[3] ^= 1;
+    assert_eq!(verify_outcome(&bad, &d), ff);
+    assert_eq!(verify_outcome(&d[..3], &d), ff);
+    assert_eq!(verify_outcome(&[d[0], d[1], d[2], d[3], 0], &d), ff);
+}

@@ -234,7 +234,7 @@ impl Conn {
             crc: p.crc,
             // A peer that sends an extension this device has not enabled gets 0/2/06.
             rfc7306: qp.device().rfc7306(),
-            commit: false,
+            commit: qp.device().commit(),
             max_ulpdu: u16::MAX,
             siw_terminate: true,
         };

@@ -285,6 +285,8 @@ fn to_wc(cqe: &Cqe, qp: Option<QpToken>) -> WorkCompletion {
         op::RECV_WRITE_IMM => Some(WcOpcode::RECV_RDMA_WITH_IMM),
         op::INVAL_STAG => Some(WcOpcode::LOCAL_INV),
         op::REG_MR => Some(WcOpcode::REG_MR),
+        op::FLUSH => Some(WcOpcode::FLUSH),
+        op::ATOMIC_WRITE => Some(WcOpcode::ATOMIC_WRITE),
         _ => None,
     };
     let st = match cqe.status {

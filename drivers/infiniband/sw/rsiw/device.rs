@@ -51,6 +51,7 @@ use kernel::{
             CoreCapFlags,
             DeviceAttr,
             DeviceCapFlag,
+            DeviceCapFlags,
             EventType,
             Gid,
             KernelCapFlag,
@@ -234,6 +235,9 @@ pub(crate) struct RsiwDevice {
     /// RFC 7306 atomics and immediate data are on (the `rfc7306` module parameter when the
     /// device was added: ib_core caches the attributes that advertise them).
     rfc7306: bool,
+    /// RDMA Flush to global visibility and Atomic Write are on (the `commit` module
+    /// parameter when the device was added).
+    commit: bool,
 }
 
 /// Every QP of a device by number, each with a reference.
@@ -257,7 +261,28 @@ impl RsiwDevice {
             qp_table: KBox::pin_init(new_spinlock!(RBTree::new(), "rsiw_qp_table"), GFP_KERNEL)?,
             cm: cm::DeviceCm::new()?,
             rfc7306,
+            commit: crate::module_parameters::commit.value(),
         })
+    }
+
+    /// Whether RDMA Flush (global visibility) and Atomic Write are on.
+    pub(crate) fn commit(&self) -> bool {
+        self.commit
+    }
+
+    /// The device capabilities: memory management extensions, and with the commit extensions
+    /// on, Flush to global visibility and (64-bit only: one store, AWRITE-03) Atomic Write.
+    /// Never Flush to persistence: no region is persistent memory yet (see
+    /// [`crate::mem::mr_rights`]).
+    fn cap_flags(&self) -> DeviceCapFlags {
+        let mut f = DeviceCapFlags::from(DeviceCapFlag::MemMgtExtensions);
+        if self.commit {
+            f |= DeviceCapFlag::FlushGlobal;
+            if cfg!(CONFIG_64BIT) {
+                f |= DeviceCapFlag::AtomicWrite;
+            }
+        }
+        f
     }
 
     /// Whether RFC 7306 atomics and immediate data are on.
@@ -368,7 +393,7 @@ impl Driver for RsiwDevice {
             vendor_part_id: dev.part_id,
             max_qp: limits::MAX_QP,
             max_qp_wr: limits::MAX_QP_WR,
-            device_cap_flags: DeviceCapFlag::MemMgtExtensions.into(),
+            device_cap_flags: dev.cap_flags(),
             kernel_cap_flags: KernelCapFlag::AllowUserUnreg.into(),
             max_send_sge: limits::MAX_SGE,
             max_recv_sge: limits::MAX_SGE,

@@ -131,10 +131,21 @@ fn granted() -> AccessFlags {
 /// checks it for user registrations already) and with `EOPNOTSUPP` for unsupported flags
 /// (memory window binding, zero-based addresses, on-demand paging, ...). Hints (huge pages) and
 /// optional flags (relaxed ordering) are ignored.
+///
+/// `IB_ACCESS_FLUSH_PERSISTENT` fails with `EINVAL` and a log line: a region is flushable to
+/// persistence only if every page of it is persistent memory (CMT-03, issue 37), and rsiw
+/// does not yet look at the pages (the pmem seam, see
+/// `Documentation/infiniband/rsiw-extensions.rst`), so no region is. User registrations do
+/// not get here: rsiw does not report `IB_DEVICE_FLUSH_PERSISTENT`, and ib_core refuses the
+/// flag without it.
 pub(crate) fn mr_rights(flags: AccessFlags) -> Result<Rights> {
     if flags.contains_any(AccessFlag::RemoteWrite | AccessFlag::RemoteAtomic)
         && !flags.contains(AccessFlag::LocalWrite)
     {
+        return Err(EINVAL);
+    }
+    if flags.contains(AccessFlag::FlushPersistent) {
+        pr_warn!("mr: IB_ACCESS_FLUSH_PERSISTENT refused: the region is not persistent memory\n");
         return Err(EINVAL);
     }
     if u32::from(flags) & !u32::from(supported()) != 0 {
@@ -399,6 +410,42 @@ impl<M: Deref<Target = Mem>> Placement<M> {
         let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
         match &*guard {
             Some(umem) => umem.atomic_u64(off, op),
+            None => Err(EOPNOTSUPP),
+        }
+    }
+}
+
+impl<M: Deref<Target = Mem>> Placement<M> {
+    /// Stores the 8 bytes `image` into the 64-bit word at `at` of the checked range with one
+    /// aligned store of release ordering (RDMA Atomic Write, AWRITE-03: never torn, and after
+    /// every placement this CPU made before it). Does not sleep. Errors as
+    /// [`Placement::atomic_u64`].
+    pub(crate) fn store_u64(&self, at: u64, image: [u8; 8]) -> Result {
+        let off = self.region_off(at, 8)?;
+        match self.mem.kind {
+            Kind::FastReg => {
+                let fr = self.mem.fr.lock();
+                return fr
+                    .as_ref()
+                    .ok_or(ENOENT)?
+                    .pages
+                    .store_u64(self.gen, off, image);
+            }
+            Kind::Dma => {
+                let addr = self.mem.base.checked_add(off).ok_or(EINVAL)?;
+                return self
+                    .mem
+                    .kva
+                    .as_ref()
+                    .ok_or(EOPNOTSUPP)?
+                    .store_u64(addr, image);
+            }
+            Kind::User => {}
+        }
+        let off = usize::try_from(off).map_err(|_| EINVAL)?;
+        let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
+        match &*guard {
+            Some(umem) => umem.store_u64(off, image),
             None => Err(EOPNOTSUPP),
         }
     }

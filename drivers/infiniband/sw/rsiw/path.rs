@@ -244,6 +244,15 @@ pub(crate) enum InRequest {
         /// The Original Remote Data Value.
         orig: u64,
     },
+    /// RDMA Flush, executed when it arrived: the response has no payload.
+    Flush,
+    /// Atomic Write, executed when it arrived: the response has no payload.
+    AtomicWrite,
+    /// RDMA Verify, executed when it arrived: the response returns the digest.
+    Verify {
+        /// The digest of the range (CRC32c).
+        digest: [u8; crate::wire::commit::VERIFY_DIGEST_LEN],
+    },
 }
 
 /// The ORQ: outstanding requests in issue order, with their local sides, and the work

@@ -60,6 +60,7 @@ use crate::{
         AtomicArgs,
         Completion,
         Consumer,
+        FlushArgs,
         Rqe,
         SqCompletion,
         Sqe, //
@@ -295,10 +296,33 @@ pub(crate) struct RsiwQp {
     conn: RcuArc<Conn>,
 }
 
+/// The extensions a device has on, for the kernel send opcodes it takes.
+#[derive(Clone, Copy)]
+struct Ext {
+    /// RFC 7306 (module parameter `rfc7306`).
+    rfc7306: bool,
+    /// RDMA Flush and Atomic Write (module parameter `commit`).
+    commit: bool,
+}
+
+impl Ext {
+    fn of(qp: &Qp<RsiwDevice>) -> Self {
+        let d = qp.device();
+        Self {
+            rfc7306: d.rfc7306(),
+            commit: d.commit(),
+        }
+    }
+}
+
 /// Maps a kernel send opcode to the ring opcode (`siw_post_send()`), or `None` if rsiw does
-/// not support it: like `siw`, plus the RFC 7306 operations when `rfc7306` is on.
-fn sq_opcode(opcode: Option<WrOpcode>, rfc7306: bool) -> Option<u8> {
+/// not support it: like `siw`, plus the RFC 7306 operations when `rfc7306` is on and Flush and
+/// Atomic Write (64-bit only, as the device capability) when `commit` is.
+fn sq_opcode(opcode: Option<WrOpcode>, ext: Ext) -> Option<u8> {
+    let rfc7306 = ext.rfc7306;
     Some(match opcode? {
+        WrOpcode::Flush if ext.commit => op::FLUSH,
+        WrOpcode::AtomicWrite if ext.commit && cfg!(CONFIG_64BIT) => op::ATOMIC_WRITE,
         WrOpcode::Send => op::SEND,
         WrOpcode::SendWithInv => op::SEND_REMOTE_INV,
         WrOpcode::RdmaWrite => op::WRITE,
@@ -748,7 +772,7 @@ impl RsiwQp {
         match this.state() {
             QpState::Error => {
                 // ERROR is final: complete every WR as flushed, so `ib_drain_qp()` finishes.
-                let ext = qp.device().rfc7306();
+                let ext = Ext::of(qp);
                 for w in wr.iter() {
                     let Some(opcode) = sq_opcode(w.opcode(), ext) else {
                         return Err((EINVAL, w));
@@ -760,7 +784,7 @@ impl RsiwQp {
             }
             QpState::Rts => {
                 let mut queued = false;
-                let ext = qp.device().rfc7306();
+                let ext = Ext::of(qp);
                 let res = wr.iter().try_for_each(|w| {
                     let mut sqe = this.build_sqe(w, ext).map_err(|e| (e, w))?;
                     check_send_keys(qp, w, &mut sqe).map_err(|e| (e, w))?;
@@ -789,8 +813,8 @@ impl RsiwQp {
 
     /// Converts a kernel send work request into a validated SQE; the RFC 7306 operations only
     /// if `rfc7306` is on.
-    fn build_sqe(&self, w: &SendWr, rfc7306: bool) -> Result<Sqe> {
-        let opcode = sq_opcode(w.opcode(), rfc7306).ok_or(EINVAL)?;
+    fn build_sqe(&self, w: &SendWr, ext: Ext) -> Result<Sqe> {
+        let opcode = sq_opcode(w.opcode(), ext).ok_or(EINVAL)?;
         let sf = w.send_flags();
         let mut sqe = Sqe {
             id: w.wr_id(),
@@ -812,6 +836,37 @@ impl RsiwQp {
                 let reg = w.reg().ok_or(EINVAL)?;
                 sqe.rkey = reg.key;
                 sqe.sge[0].length = u32::from(reg.access);
+            }
+            // Kernel Flush (`Documentation/infiniband/rsiw-extensions.rst`): a `struct
+            // ib_rdma_wr`, the Flags in `ex.invalidate_rkey`, the length in the one SGE (none:
+            // 0); no local memory is accessed.
+            op::FLUSH => {
+                let t = w.rdma().ok_or(EINVAL)?;
+                sqe.raddr = t.remote_addr;
+                sqe.rkey = t.rkey;
+                let length = match w.num_sge() {
+                    0 => 0,
+                    1 => w.sges(1)?.next().map_or(0, |s| s.length),
+                    _ => return Err(EINVAL),
+                };
+                let flags = w.invalidate_rkey();
+                let known = FlushArgs::PERSISTENT | FlushArgs::GLOBAL | FlushArgs::REGION;
+                if flags & !known != 0 || flags & (FlushArgs::PERSISTENT | FlushArgs::GLOBAL) == 0 {
+                    return Err(EINVAL);
+                }
+                FlushArgs { length, flags }.to_sqe(&mut sqe);
+            }
+            // Kernel Atomic Write: a `struct ib_rdma_wr`, the 8 bytes at the kernel virtual
+            // address of the one SGE, taken now.
+            op::ATOMIC_WRITE => {
+                let t = w.rdma().ok_or(EINVAL)?;
+                sqe.raddr = t.remote_addr;
+                sqe.rkey = t.rkey;
+                let mut data = [0u8; 8];
+                if w.num_sge() != 1 || w.copy_sge_data(&mut data, 1)? != 8 {
+                    return Err(EINVAL);
+                }
+                wqe::set_atomic_write_data(&mut sqe, data);
             }
             o if op::is_atomic(o) => {
                 let a = w.atomic().ok_or(EINVAL)?;

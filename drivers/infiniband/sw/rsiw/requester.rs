@@ -47,10 +47,13 @@ use crate::{
         hdr::{
             imm,
             AtomicRequest,
+            AtomicWriteRequest,
             Body,
+            FlushRequest,
             Opcode,
             Placement as WirePlacement,
             ReadRequest,
+            SinkRange,
             IMM_LEN,
             QN_READ_REQ,
             QN_SEND,
@@ -64,11 +67,13 @@ use crate::{
         },
     },
     wqe::{
+        atomic_write_data,
         flags,
         imm_slot,
         op,
         status,
         AtomicArgs,
+        FlushArgs,
         SqCompletion,
         Sqe, //
         MAX_INLINE,
@@ -344,6 +349,9 @@ impl Requester {
         if op::is_atomic(self.sqe.opcode) {
             return self.start_atomic(path, qp, out, earlier, mulpdu);
         }
+        if op::is_commit(self.sqe.opcode) {
+            return self.start_commit(path, out, earlier, mulpdu);
+        }
         let sqe = &self.sqe;
         let fail = |st: u16| self.failed(st);
         let signalled = sqe.flags & flags::SIGNALLED != 0;
@@ -514,6 +522,77 @@ impl Requester {
                 mo: 0,
             },
             body: Body::AtomicRequest(body),
+            payload_len: 0,
+        };
+        out.start(msg, Src::None, Done::Nothing, mulpdu)
+            .map_err(|_| fail(status::LOC_QP_OP_ERR))?;
+        Ok(true)
+    }
+
+    /// Starts the Flush or Atomic Write Request of the SQE in `pending`: `Ok(false)` if it
+    /// waits for an ORD credit, which it shares with Reads and atomics (CMT-02, T-04). It
+    /// completes when its QN 3 response arrives, in send queue order (the completer). Out of
+    /// line: rare on the paths that must be short.
+    #[inline(never)]
+    fn start_commit(
+        &mut self,
+        path: &Path,
+        out: &mut Outgoing,
+        earlier: &mut [(usize, Done)],
+        mulpdu: u16,
+    ) -> Result<bool, Fatal> {
+        let sqe = &self.sqe;
+        let fail = |st: u16| self.failed(st);
+        if path.ord() == 0 {
+            // No QN 1 request may be outstanding (as for a Read).
+            return Err(fail(status::LOC_QP_OP_ERR));
+        }
+        let sink = SinkRange {
+            stag: sqe.rkey,
+            len: 0,
+            to: sqe.raddr,
+        };
+        let (opcode, body, req, len) = if sqe.opcode == op::FLUSH {
+            let f = FlushArgs::from_sqe(sqe);
+            let body = Body::FlushRequest(FlushRequest {
+                sink: SinkRange {
+                    len: f.length,
+                    ..sink
+                },
+                flags: f.flags,
+            });
+            (Opcode::FlushRequest, body, Request::Flush, 0)
+        } else {
+            let body = Body::AtomicWriteRequest(AtomicWriteRequest {
+                sink: SinkRange { len: 8, ..sink },
+                data: atomic_write_data(sqe),
+            });
+            (Opcode::AtomicWriteRequest, body, Request::AtomicWrite, 8)
+        };
+        let wr = OrqWr {
+            id: Some(sqe.id),
+            opcode: sqe.opcode,
+            signalled: sqe.flags & flags::SIGNALLED != 0,
+            len,
+            sink: Default::default(),
+            status: status::SUCCESS,
+        };
+        let msn = out
+            .peek_msn(QN_READ_REQ)
+            .ok_or(fail(status::LOC_QP_OP_ERR))?;
+        if path.issue(req, wr, earlier) == Issue::Wait {
+            return Ok(false);
+        }
+        let _ = out.take_msn(QN_READ_REQ);
+        let msg = TxMessage {
+            opcode,
+            placement: WirePlacement::Untagged {
+                inv_stag: 0,
+                qn: QN_READ_REQ,
+                msn,
+                mo: 0,
+            },
+            body,
             payload_len: 0,
         };
         out.start(msg, Src::None, Done::Nothing, mulpdu)

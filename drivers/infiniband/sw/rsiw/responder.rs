@@ -10,6 +10,14 @@
 //! (checked again per FPDU: the region may go away meanwhile). Each request is executed once,
 //! and answered once, in arrival order: the TX engine asks for the next response with
 //! [`next_response`], and the response's end frees its credit ([`Done::Response`], T-05).
+//!
+//! The commit extensions (draft-talpey-rdma-commit-02, module parameter `commit`) run the
+//! same way, when Delivered and so after every earlier Write of the stream was placed (RX
+//! places synchronously and in stream order): a Flush is a full memory barrier before its
+//! response is queued (global visibility; persistence is refused at registration, see
+//! [`flush_request`]), an Atomic Write one aligned 64-bit store with release ordering, a
+//! Verify the CRC32c of the range compared with the Hash Value the request carries. The
+//! decisions that need no memory are the wire core's (`wire::commit`).
 
 use crate::{
     device::RsiwDevice,
@@ -20,6 +28,7 @@ use crate::{
         Src, //
     },
     path::{
+        Fail,
         InRead,
         InRequest,
         Path,
@@ -30,17 +39,29 @@ use crate::{
         atomic::{
             access_error,
             cmp_swap_masked,
+            commit_failure,
             fetch_add_masked,
             Fault,
             Target as AccessTarget, //
         },
+        commit::{
+            atomic_write_check,
+            flush_plan,
+            verify_outcome,
+            FlushScope,
+            VerifyDigest,
+            VERIFY_DIGEST_LEN, //
+        },
         hdr::{
             AtomicRequest,
             AtomicResponse,
+            AtomicWriteRequest,
             Body,
+            FlushRequest,
             Opcode,
             Placement as WirePlacement,
             ReadRequest,
+            VerifyRequest,
             AOP_FETCH_ADD,
             QN_RESPONSE, //
         },
@@ -52,18 +73,36 @@ use crate::{
         },
         tx::TxMessage,
     },
+    wqe::MAX_INLINE,
 };
 use kernel::{
     prelude::*,
-    rdma::qp::Qp, //
+    rdma::qp::Qp,
+    sync::barrier::{
+        mb,
+        Full, //
+    },
 };
 
+/// The most bytes one RDMA Verify digests: it runs in the RX path (softirq), so its length
+/// is bounded; a longer one fails as a Verify that cannot be performed (0/2/FF, D-02).
+pub(crate) const VERIFY_MAX_LEN: u64 = 1 << 20;
+
 /// An inbound request was Delivered: checks, executes and queues it. `body` is its fixed
-/// RDMAP header. Any error is the peer's: the Terminate it gets.
-pub(crate) fn request(path: &Path, qp: &Qp<RsiwDevice>, body: &Body) -> Result<(), RxError> {
+/// RDMAP header, `hash` the payload of a Verify Request (empty for the others). Any error is
+/// the peer's: the Terminate it gets.
+pub(crate) fn request(
+    path: &Path,
+    qp: &Qp<RsiwDevice>,
+    body: &Body,
+    hash: &[u8],
+) -> Result<(), RxError> {
     match body {
         Body::ReadRequest(r) => read_request(path, qp, r),
         Body::AtomicRequest(r) => atomic_request(path, qp, r),
+        Body::FlushRequest(r) => flush_request(path, qp, r),
+        Body::AtomicWriteRequest(r) => atomic_write_request(path, qp, r),
+        Body::VerifyRequest(r) => verify_request(path, qp, r, hash),
         // The parser decodes the body of the opcode it accepted.
         _ => Err(RxError::Term(
             TermCode::operation(RdmapCode::CatastrophicStream),
@@ -144,6 +183,148 @@ fn atomic_request(path: &Path, qp: &Qp<RsiwDevice>, r: &AtomicRequest) -> Result
     })
 }
 
+/// Executes an RDMA Flush Request within IRD, in stream order, and queues its response
+/// (FLUSH-03, FLUSH-05): the flags are checked first (D-05, 0/2/FF), then the STag, PD, the
+/// range (ignored with the R flag) and the region's Flushable rights for each flag asked for
+/// (FLUSH-04, CMT-04: 0/1/xx).
+///
+/// Global visibility: every earlier request of the stream was placed by this CPU before the
+/// Flush was Delivered (RX places synchronously, in stream order), so a full memory barrier
+/// (`mb()`, against other CPUs and devices) before the response is queued makes them
+/// globally visible before the Flush Response can be sent (FLUSH-08).
+///
+/// Persistence: no region has the Flushable-to-persistence right yet (refused at
+/// registration: [`crate::mem::mr_rights`]), so a Flush with P fails the rights check. The
+/// writeback itself is the seam [`persist`].
+fn flush_request(path: &Path, qp: &Qp<RsiwDevice>, r: &FlushRequest) -> Result<(), RxError> {
+    let plan = flush_plan(r).map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
+    let mut need = Rights(0);
+    if plan.global {
+        need = need | Rights::FLUSH_GLOBAL;
+    }
+    if plan.persistent {
+        need = need | Rights::FLUSH_PERSISTENT;
+    }
+    // The whole region: only STag, PD and rights are checked (a zero-length range has no
+    // bounds).
+    let (to, len) = match plan.scope {
+        FlushScope::Region => (0, 0),
+        FlushScope::Range { to, len } => (to, len),
+    };
+    let target = qp
+        .device()
+        .mem()
+        .check(path.pd(), r.sink.stag, need, to, len)
+        .map_err(|f| refused(AccessTarget::Flush, f))?;
+    admit(path, || {
+        if plan.persistent {
+            persist(&target, plan.scope)
+                .map_err(|_| RxError::Term(commit_failure(), TermEcho::Ddp))?;
+        }
+        mb(Full);
+        Ok(InRequest::Flush)
+    })
+}
+
+/// The pmem seam: writes the flushed bytes of `target` back to persistent memory (the whole
+/// cache lines covering them, `wire::commit::writeback_span`, or the whole region for
+/// [`FlushScope::Region`]) with `arch_wb_cache_pmem()`, then `pmem_wmb()`. Not implemented:
+/// no region is persistent memory (see [`flush_request`]); it fails, which the Flush reports
+/// as a failure to flush (FLUSH-06, 0/2/FF).
+fn persist(_target: &crate::mem::Placement, _scope: FlushScope) -> Result {
+    Err(EOPNOTSUPP)
+}
+
+/// Executes an Atomic Write Request within IRD, in stream order, and queues its response:
+/// the length (AWRITE-01, 0/2/07), the QP's and the region's remote write right, STag, PD and
+/// bounds (AWRITE-02, 0/1/xx) and the alignment of the resolved address (T-07, 0/2/07) are
+/// checked first, and memory is not touched on any failure. The 8 bytes are stored as one
+/// aligned word with release ordering (AWRITE-03): after every earlier Write of the stream,
+/// which was placed before (AWRITE-04), and never seen torn. They are a memory image (D-06).
+fn atomic_write_request(
+    path: &Path,
+    qp: &Qp<RsiwDevice>,
+    r: &AtomicWriteRequest,
+) -> Result<(), RxError> {
+    atomic_write_check(r).map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
+    if !qp.remote_rights().contains(Rights::REMOTE_WRITE) {
+        return Err(refused(AccessTarget::AtomicWrite, Fault::Rights));
+    }
+    let target = qp
+        .device()
+        .mem()
+        .check(path.pd(), r.sink.stag, Rights::REMOTE_WRITE, r.sink.to, 8)
+        .map_err(|f| refused(AccessTarget::AtomicWrite, f))?;
+    let data = r.data;
+    admit(path, || match target.store_u64(0, data) {
+        Ok(()) => Ok(InRequest::AtomicWrite),
+        // The region was checked; what is left is the word's address.
+        Err(e) if e == EINVAL => Err(refused(AccessTarget::AtomicWrite, Fault::Misaligned)),
+        // Pages pinned without write access.
+        Err(e) if e == EACCES => Err(refused(AccessTarget::AtomicWrite, Fault::Rights)),
+        // Deregistered or invalidated meanwhile.
+        Err(_) => Err(refused(AccessTarget::AtomicWrite, Fault::InvalidStag)),
+    })
+}
+
+/// Executes an RDMA Verify Request within IRD, in stream order, and queues its response
+/// (VERIFY-06): the QP's and the region's remote read right (rsiw's "Verifiable" right, see
+/// `Documentation/infiniband/rsiw-extensions.rst`), STag, PD and bounds are checked first
+/// (VERIFY-03, CMT-04: 0/1/xx). The digest is the CRC32c of the range read from the region
+/// itself (VERIFY-02); a Hash Value that differs from it is a mismatch: 0/2/FF and no
+/// response (VERIFY-04). Without a Hash Value the response just returns the digest.
+fn verify_request(
+    path: &Path,
+    qp: &Qp<RsiwDevice>,
+    r: &VerifyRequest,
+    hash: &[u8],
+) -> Result<(), RxError> {
+    let len = u64::from(r.sink.len);
+    if len > 0 && !qp.remote_rights().contains(Rights::REMOTE_READ) {
+        return Err(refused(AccessTarget::Verify, Fault::Rights));
+    }
+    let target = qp
+        .device()
+        .mem()
+        .check(path.pd(), r.sink.stag, Rights::REMOTE_READ, r.sink.to, len)
+        .map_err(|f| refused(AccessTarget::Verify, f))?;
+    if len > VERIFY_MAX_LEN {
+        return Err(RxError::Term(commit_failure(), TermEcho::Ddp));
+    }
+    // Digested before it is admitted: not under the lock `admit` takes (IRQs off), which an
+    // atomic holds for one word only. Still in stream order; a Verify beyond IRD is refused
+    // as such (D-08) and only read memory.
+    let digest = range_digest(path, &target, len);
+    admit(path, || {
+        let digest = digest?;
+        verify_outcome(hash, &digest).map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
+        Ok(InRequest::Verify { digest })
+    })
+}
+
+/// The Verify digest of the first `len` bytes of `target`, read from the region itself
+/// (VERIFY-02); a read that fails (the region went away) is a Verify that cannot be
+/// performed (0/2/FF).
+fn range_digest(
+    path: &Path,
+    target: &crate::mem::Placement,
+    len: u64,
+) -> Result<[u8; VERIFY_DIGEST_LEN], RxError> {
+    let mut d = VerifyDigest::new();
+    let mut buf = [0u8; 256];
+    let mut at = 0u64;
+    while at < len {
+        let n = (len - at).min(buf.len() as u64) as usize;
+        let chunk = buf.get_mut(..n).ok_or(Fail::local())?;
+        target
+            .read(at, chunk)
+            .map_err(|_| RxError::Term(commit_failure(), TermEcho::Ddp))?;
+        d.update(path.crc32c(), chunk);
+        at += n as u64;
+    }
+    Ok(d.finish())
+}
+
 /// Admits a request within IRD; `exec` runs once if it is.
 fn admit(path: &Path, exec: impl FnOnce() -> Result<InRequest, RxError>) -> Result<(), RxError> {
     match path.admit(exec) {
@@ -160,7 +341,33 @@ pub(crate) fn next_response(path: &Path, out: &mut Outgoing, mulpdu: u16) -> Res
     let Some(req) = path.next_inbound() else {
         return Ok(false);
     };
+    let qn3 = |out: &mut Outgoing, opcode, payload_len| -> Result<TxMessage, Fatal> {
+        let msn = out.take_msn(QN_RESPONSE).ok_or(Fatal::local(None))?;
+        Ok(TxMessage {
+            opcode,
+            placement: WirePlacement::Untagged {
+                inv_stag: 0,
+                qn: QN_RESPONSE,
+                msn,
+                mo: 0,
+            },
+            body: Body::None,
+            payload_len,
+        })
+    };
     let (msg, src) = match req {
+        InRequest::Flush => (qn3(out, Opcode::FlushResponse, 0)?, Src::None),
+        InRequest::AtomicWrite => (qn3(out, Opcode::AtomicWriteResponse, 0)?, Src::None),
+        InRequest::Verify { digest } => {
+            let mut data = [0u8; MAX_INLINE];
+            if let Some(d) = data.get_mut(..VERIFY_DIGEST_LEN) {
+                d.copy_from_slice(&digest);
+            }
+            (
+                qn3(out, Opcode::VerifyResponse, VERIFY_DIGEST_LEN as u32)?,
+                Src::Inline(data, VERIFY_DIGEST_LEN),
+            )
+        }
         InRequest::Atomic { req_id, orig } => {
             let msn = out.take_msn(QN_RESPONSE).ok_or(Fatal::local(None))?;
             (

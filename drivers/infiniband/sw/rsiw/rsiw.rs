@@ -75,6 +75,10 @@ module! {
             default: false,
             description: "RFC 7306 atomics and immediate data on devices added from now on: advertised (IB_ATOMIC_GLOB), posted by kernel ULPs, accepted from peers. Off by default: ULPs must not assume them (RFC 7306 1.1)",
         },
+        commit: bool {
+            default: false,
+            description: "RDMA Flush (global visibility) and Atomic Write of draft-talpey-rdma-commit on devices added from now on: advertised (IB_DEVICE_FLUSH_GLOBAL, IB_DEVICE_ATOMIC_WRITE), posted by kernel ULPs, accepted from peers. Off by default: ULPs must not assume them (draft 2.4)",
+        },
         relaxed_ird_negotiation: bool {
             default: true,
             description: "Adopt the peer's smaller IRD/ORD instead of refusing the connection (as siw)",

@@ -57,6 +57,7 @@ use crate::{
             Fault,
             Target as AccessTarget, //
         },
+        commit::VERIFY_MAX_HASH,
         hdr::{
             Body,
             Opcode,
@@ -110,7 +111,8 @@ enum Role {
     Response,
     /// The peer's Terminate.
     Terminate,
-    /// Anything else (the parser refuses the opcodes of disabled extensions already).
+    /// No segment yet (every opcode has a role; the parser refuses those of disabled
+    /// extensions already).
     Unexpected,
 }
 
@@ -121,10 +123,16 @@ fn role(op: Opcode) -> Role {
         Opcode::ReadResponse => Role::ReadResponse,
         Opcode::Send | Opcode::SendInv | Opcode::SendSe | Opcode::SendSeInv => Role::Send,
         Opcode::ImmData | Opcode::ImmDataSe => Role::Imm,
-        Opcode::ReadRequest | Opcode::AtomicRequest => Role::Request,
-        Opcode::AtomicResponse => Role::Response,
+        Opcode::ReadRequest
+        | Opcode::AtomicRequest
+        | Opcode::FlushRequest
+        | Opcode::VerifyRequest
+        | Opcode::AtomicWriteRequest => Role::Request,
+        Opcode::AtomicResponse
+        | Opcode::FlushResponse
+        | Opcode::VerifyResponse
+        | Opcode::AtomicWriteResponse => Role::Response,
         Opcode::Terminate => Role::Terminate,
-        _ => Role::Unexpected,
     }
 }
 
@@ -136,6 +144,36 @@ enum Target {
     Tagged(Placement),
     /// The current receive, at the segment's MO.
     Recv(u32),
+    /// The Hash Value of a Verify Request, collected here.
+    Hash(HashBuf),
+}
+
+/// The Hash Value of a Verify Request (at most [`VERIFY_MAX_HASH`] bytes, checked when its
+/// segment starts).
+#[derive(Clone, Copy)]
+struct HashBuf {
+    b: [u8; VERIFY_MAX_HASH],
+    n: usize,
+}
+
+impl HashBuf {
+    /// Copies `len` bytes of `src`, at `off` of the Hash Value.
+    fn put(&mut self, off: u32, src: &Source<'_, '_>, len: usize) -> Result<(), RxError> {
+        let off = off as usize;
+        let end = off.checked_add(len).ok_or(Fail::local())?;
+        let dst = self.b.get_mut(off..end).ok_or(Fail::local())?;
+        match src {
+            Source::Skb(skb, at) => skb.copy_to(*at, dst).map_err(|_| Fail::local())?,
+            Source::Bytes(b) => dst.copy_from_slice(b.get(..len).ok_or(Fail::local())?),
+        }
+        self.n = self.n.max(end);
+        Ok(())
+    }
+
+    /// The bytes collected.
+    fn bytes(&self) -> &[u8] {
+        self.b.get(..self.n).unwrap_or(&[])
+    }
 }
 
 /// The RX engine of a connection.
@@ -270,6 +308,20 @@ impl RxState {
                 self.untagged
                     .check(seg, Some(u64::MAX))
                     .map_err(|c| RxError::Term(c, TermEcho::DdpAndRdma))?;
+                if seg.hdr.opcode == Opcode::VerifyRequest {
+                    // Its Hash Value, single segment (the parser checked): a longer one than
+                    // any digest is refused as any oversized request (0/2/07).
+                    if len > VERIFY_MAX_HASH as u64 {
+                        return Err(RxError::Term(
+                            TermCode::operation(RdmapCode::CatastrophicStream),
+                            TermEcho::Ddp,
+                        ));
+                    }
+                    self.target = Target::Hash(HashBuf {
+                        b: [0; VERIFY_MAX_HASH],
+                        n: 0,
+                    });
+                }
             }
             (Role::Response, _) => {
                 // Matched against the ORQ once Delivered; in MSN order on QN 3.
@@ -304,9 +356,10 @@ impl RxState {
     /// Places `n` payload bytes, from `src`, at `off` in the current segment's payload: one
     /// copy, from the socket buffer (or the header copy a whole small FPDU is in) straight
     /// into the target memory.
-    fn place(&self, off: u32, src: &Source<'_, '_>, n: usize) -> Result<(), RxError> {
-        match &self.target {
+    fn place(&mut self, off: u32, src: &Source<'_, '_>, n: usize) -> Result<(), RxError> {
+        match &mut self.target {
             Target::None => Ok(()),
+            Target::Hash(h) => h.put(off, src, n),
             Target::Tagged(p) => p
                 .put(u64::from(off), src, 0, n)
                 .map_err(|_| Fail::place().into()),
@@ -377,7 +430,10 @@ impl RxState {
         };
         let response = (self.role == Role::Response).then_some(*seg);
         self.seg = None;
-        self.target = Target::None;
+        let hash = match core::mem::replace(&mut self.target, Target::None) {
+            Target::Hash(h) => Some(h),
+            _ => None,
+        };
         if !self.first_done && hdr.opcode != Opcode::Terminate {
             self.first_done = true;
             if path.is_responder() {
@@ -394,7 +450,8 @@ impl RxState {
             (Role::Send, _) if hdr.last => self.recv.end(path, qp, hdr, payload_len, out)?,
             (Role::Imm, Body::Immediate(imm)) => self.recv.imm_end(hdr, imm, out),
             (Role::Request, _) => {
-                responder::request(path, qp, &body)?;
+                let hash = hash.as_ref().map_or(&[][..], HashBuf::bytes);
+                responder::request(path, qp, &body, hash)?;
                 out.kick = true;
             }
             (Role::Response, _) => {

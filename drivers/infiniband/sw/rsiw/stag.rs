@@ -59,7 +59,6 @@ impl Rights {
     /// Flush to global visibility (RDMA Flush, placement type global).
     pub(crate) const FLUSH_GLOBAL: Self = Self(1 << 8);
     /// Flush to persistence (RDMA Flush, placement type persistent).
-    #[expect(dead_code, reason = "the RDMA Flush responder checks it")]
     pub(crate) const FLUSH_PERSISTENT: Self = Self(1 << 9);
 
     /// Returns `true` if every right of `need` is in `self`.

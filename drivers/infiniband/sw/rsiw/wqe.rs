@@ -254,9 +254,21 @@ pub(crate) mod op {
     /// Receive of an RDMA Write with immediate data, or of Immediate Data alone (completions
     /// only).
     pub(crate) const RECV_WRITE_IMM: u8 = 15;
-    /// Number of opcodes of extended contexts (`SIW_NUM_OPCODES_EXT`): Flush (16), Atomic
-    /// Write (17) and Verify (18) are defined by the ABI, not implemented.
+    /// RDMA Flush (`SIW_OP_FLUSH`, [`super::FlushArgs`]): kernel QPs only, with the commit
+    /// extensions on.
+    pub(crate) const FLUSH: u8 = 16;
+    /// Atomic Write (`SIW_OP_ATOMIC_WRITE`, [`super::atomic_write_data`]): kernel QPs only,
+    /// with the commit extensions on.
+    pub(crate) const ATOMIC_WRITE: u8 = 17;
+    /// Number of opcodes of extended contexts (`SIW_NUM_OPCODES_EXT`): Verify (18) is defined
+    /// by the ABI, not implemented as a requester.
     pub(crate) const NUM_EXT: u8 = 19;
+
+    /// Whether `opcode` is a request of the commit extensions: it expects a QN 3 response
+    /// and takes an ORD credit (CMT-02).
+    pub(crate) const fn is_commit(opcode: u8) -> bool {
+        matches!(opcode, FLUSH | ATOMIC_WRITE)
+    }
 
     /// Whether `opcode` is one of the four atomics.
     pub(crate) const fn is_atomic(opcode: u8) -> bool {
@@ -329,6 +341,68 @@ impl AtomicArgs {
             compare_add_mask,
             swap_mask,
         }
+    }
+}
+
+/// The operands of a Flush send queue element (`struct siw_sqe_flush`, bytes 24-31 of the
+/// SQE, in the place of `sge[0].laddr`), in native byte order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FlushArgs {
+    /// Bytes to flush at `raddr` (ignored with [`FlushArgs::REGION`]).
+    pub(crate) length: u32,
+    /// The Flush Request's Flags (`enum siw_flush_flags`, the wire's values).
+    pub(crate) flags: u32,
+}
+
+impl FlushArgs {
+    /// Flush to persistence (`SIW_FLUSH_PERSISTENT`).
+    pub(crate) const PERSISTENT: u32 = 1 << 0;
+    /// Flush to global visibility (`SIW_FLUSH_GLOBAL`).
+    pub(crate) const GLOBAL: u32 = 1 << 1;
+    /// The whole region (`SIW_FLUSH_REGION`).
+    pub(crate) const REGION: u32 = 1 << 2;
+
+    /// Stores the operands into `sqe`.
+    pub(crate) fn to_sqe(self, sqe: &mut Sqe) {
+        let b = sqe.sge[0].as_mut_bytes();
+        if let Some(d) = b.get_mut(0..8) {
+            let (len, fl) = d.split_at_mut(4);
+            len.copy_from_slice(&self.length.to_ne_bytes());
+            fl.copy_from_slice(&self.flags.to_ne_bytes());
+        }
+    }
+
+    /// Reads the operands back from `sqe`.
+    pub(crate) fn from_sqe(sqe: &Sqe) -> Self {
+        let b = sqe.sge[0].as_bytes();
+        let w = |r: core::ops::Range<usize>| {
+            let mut x = [0u8; 4];
+            if let Some(s) = b.get(r) {
+                x.copy_from_slice(s);
+            }
+            u32::from_ne_bytes(x)
+        };
+        Self {
+            length: w(0..4),
+            flags: w(4..8),
+        }
+    }
+}
+
+/// The 8 bytes of an Atomic Write send queue element (`atomic_write`, bytes 24-31 of the SQE,
+/// in the place of `sge[0].laddr`), in memory order.
+pub(crate) fn atomic_write_data(sqe: &Sqe) -> [u8; 8] {
+    let mut d = [0u8; 8];
+    if let Some(s) = sqe.sge[0].as_bytes().get(0..8) {
+        d.copy_from_slice(s);
+    }
+    d
+}
+
+/// Stores the 8 bytes of an Atomic Write into `sqe` (see [`atomic_write_data`]).
+pub(crate) fn set_atomic_write_data(sqe: &mut Sqe, data: [u8; 8]) {
+    if let Some(d) = sqe.sge[0].as_mut_bytes().get_mut(0..8) {
+        d.copy_from_slice(&data);
     }
 }
 
@@ -471,6 +545,9 @@ pub(crate) fn sq_opcode_allowed(opcode: u8, who: Consumer) -> bool {
         op::WRITE_WITH_IMM => got(ext::WRITE_WITH_IMM),
         op::FETCH_AND_ADD | op::COMP_AND_SWAP => got(ext::ATOMICS),
         op::MASKED_FETCH_AND_ADD | op::MASKED_COMP_AND_SWAP => got(ext::MASKED_ATOMICS),
+        // Kernel verbs (checked against the device when posted); not granted to user space
+        // yet.
+        op::FLUSH | op::ATOMIC_WRITE => !who.user(),
         _ => false,
     }
 }
@@ -536,6 +613,13 @@ pub(crate) fn check_sqe(sqe: &Sqe, max_sge: u32, who: Consumer) -> Result<u32, I
                 return Err(Invalid::Length);
             }
             return Ok(8);
+        }
+        // Their operands are in the SQE: no SGE, no inline data.
+        op::FLUSH | op::ATOMIC_WRITE => {
+            if n != 0 || sqe.flags & flags::INLINE != 0 {
+                return Err(Invalid::SgeCount);
+            }
+            return Ok(if sqe.opcode == op::ATOMIC_WRITE { 8 } else { 0 });
         }
         op::SEND_WITH_IMM if who.user() => check_user_ext(sqe)?,
         // The immediate takes the last SGE slot.
@@ -646,7 +730,13 @@ pub(crate) fn build_rqe(
 pub(crate) fn sanitise_opcode(opcode: u8, who: Consumer) -> u8 {
     match opcode {
         o if o < op::NUM => o,
-        op::WRITE_WITH_IMM | op::MASKED_FETCH_AND_ADD | op::MASKED_COMP_AND_SWAP if !who.user() => {
+        op::WRITE_WITH_IMM
+        | op::MASKED_FETCH_AND_ADD
+        | op::MASKED_COMP_AND_SWAP
+        | op::FLUSH
+        | op::ATOMIC_WRITE
+            if !who.user() =>
+        {
             opcode
         }
         // The SQE opcodes of the extended ABI (all but the receive's).
@@ -777,6 +867,38 @@ mod tests {
         assert_eq!(op::for_user(op::RECV_WRITE_IMM), op::RECEIVE);
         assert_eq!(op::for_user(op::MASKED_COMP_AND_SWAP), op::COMP_AND_SWAP);
         assert_eq!(op::for_user(0xff), op::SEND);
+    }
+
+    /// Flush and Atomic Write SQEs of kernel QPs: no SGE, no inline data, their operands in
+    /// the place of `sge[0].laddr` as `struct siw_sqe_flush` and `atomic_write` lay them out.
+    #[test]
+    fn sqe_commit() {
+        let mut f = sqe(op::FLUSH, 0, 0);
+        let args = FlushArgs {
+            length: 0x1234_5678,
+            flags: FlushArgs::GLOBAL | FlushArgs::REGION,
+        };
+        args.to_sqe(&mut f);
+        assert_eq!(FlushArgs::from_sqe(&f), args);
+        // `struct siw_sqe_flush`: the length, then the flags, in native order.
+        let b = f.sge[0].as_bytes();
+        assert_eq!(b.get(0..4), Some(&args.length.to_ne_bytes()[..]));
+        assert_eq!(b.get(4..8), Some(&args.flags.to_ne_bytes()[..]));
+        assert_eq!(check_sqe(&f, 6, K), Ok(0));
+        f.num_sge = 1;
+        assert_eq!(check_sqe(&f, 6, K), Err(Invalid::SgeCount));
+        let mut a = sqe(op::ATOMIC_WRITE, 0, 0);
+        set_atomic_write_data(&mut a, *b"rsiw8byt");
+        assert_eq!(atomic_write_data(&a), *b"rsiw8byt");
+        assert_eq!(check_sqe(&a, 6, K), Ok(8));
+        let i = sqe(op::ATOMIC_WRITE, 0, flags::INLINE);
+        assert_eq!(check_sqe(&i, 6, K), Err(Invalid::SgeCount));
+        assert!(op::is_commit(op::FLUSH) && op::is_commit(op::ATOMIC_WRITE));
+        assert!(!op::is_commit(op::FETCH_AND_ADD) && !op::is_commit(18));
+        // Not for user contexts yet, whatever they asked for.
+        let all = Consumer::User(u64::MAX);
+        assert_eq!(check_sqe(&f, 6, all), Err(Invalid::Opcode));
+        assert_eq!(check_sqe(&a, 6, all), Err(Invalid::Opcode));
     }
 
     /// The extended user ABI (`Documentation/infiniband/rsiw-abi.rst`): what each context
@@ -925,6 +1047,8 @@ mod tests {
             sanitise_opcode(op::MASKED_COMP_AND_SWAP, K),
             op::MASKED_COMP_AND_SWAP
         );
+        assert_eq!(sanitise_opcode(op::FLUSH, K), op::FLUSH);
+        assert_eq!(sanitise_opcode(op::ATOMIC_WRITE, K), op::ATOMIC_WRITE);
         assert_eq!(status::for_legacy(status::REM_OP_ERR), status::GENERAL_ERR);
         assert_eq!(
             status::for_legacy(status::REM_INV_REQ_ERR),

@@ -208,6 +208,18 @@ impl KernelVa {
         // (checked above) and the consumer's, not borrowed by Rust code.
         Ok(unsafe { super::atomic_rmw_u64(p as *mut u64, op) })
     }
+
+    /// Stores the 8 bytes `image` into the 64-bit word at kernel virtual address `addr` with
+    /// release ordering ([`super::store_release_u64`]); errors as [`KernelVa::atomic_u64`].
+    pub fn store_u64(&self, addr: u64, image: [u8; 8]) -> Result {
+        if addr & 7 != 0 {
+            return Err(EINVAL);
+        }
+        let p = self.check(addr, 8)?;
+        // SAFETY: As in `atomic_u64()`.
+        unsafe { super::store_release_u64(p as *mut u64, image) };
+        Ok(())
+    }
 }
 
 #[macros::kunit_tests(rust_rdma_kva)]

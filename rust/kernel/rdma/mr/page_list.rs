@@ -265,6 +265,28 @@ impl PageList {
     /// `EINVAL` if the word's address is not 8-byte aligned (or the word is outside the
     /// mapping) and with `ENOENT` if the generation is no longer registered. Does not sleep.
     pub fn atomic_u64(&self, gen: u64, off: u64, op: impl FnMut(u64) -> u64) -> Result<u64> {
+        let addr = self.word(gen, off)?;
+        // SAFETY: By the type invariants `addr` is the kernel virtual address of 8 bytes of
+        // memory the consumer mapped and keeps mapped while `gen` is active (checked by
+        // `word()`, and the caller holds the lock that keeps it active); it is aligned (checked
+        // by `word()`) and belongs to the consumer, not to Rust code.
+        Ok(unsafe { super::atomic_rmw_u64(addr as usize as *mut u64, op) })
+    }
+
+    /// Stores the 8 bytes `image` into the 64-bit word at `off` of the registered mapping of
+    /// generation `gen` with release ordering ([`super::store_release_u64`]); errors as
+    /// [`PageList::atomic_u64`]. Does not sleep.
+    pub fn store_u64(&self, gen: u64, off: u64, image: [u8; 8]) -> Result {
+        let addr = self.word(gen, off)?;
+        // SAFETY: As in `atomic_u64()`.
+        unsafe { super::store_release_u64(addr as usize as *mut u64, image) };
+        Ok(())
+    }
+
+    /// The kernel virtual address of the aligned 64-bit word at `off` of the mapping of
+    /// generation `gen`: `EINVAL` if it is not aligned or outside the mapping, `ENOENT` if the
+    /// generation is no longer registered.
+    fn word(&self, gen: u64, off: u64) -> Result<u64> {
         let mut word = None;
         self.active(gen)?.pieces(off, 8, |addr, _, n| {
             // An aligned word never crosses a page: it is one piece.
@@ -272,12 +294,7 @@ impl PageList {
                 word = Some(addr);
             }
         })?;
-        let addr = word.ok_or(EINVAL)?;
-        // SAFETY: By the type invariants `addr` is the kernel virtual address of 8 bytes of
-        // memory the consumer mapped and keeps mapped while `gen` is active (checked above, and
-        // the caller holds the lock that keeps it active); it is aligned (checked above) and
-        // belongs to the consumer, not to Rust code.
-        Ok(unsafe { super::atomic_rmw_u64(addr as usize as *mut u64, op) })
+        word.ok_or(EINVAL)
     }
 
     /// Stages a mapping of `buf`, with pages of `page_size` bytes, at I/O virtual address

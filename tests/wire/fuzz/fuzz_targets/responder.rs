@@ -14,6 +14,13 @@
 //! sent, never above IRD (lowered to the ring), and come back only when a
 //! response went out; once everything is answered and sent, all are back.
 //!
+//! Commit decisions (D-02, D-05, FLUSH-02, FLUSH-08, AWRITE-01, VERIFY-04),
+//! on every input as well: its first 20 bytes as a Flush Request, the first
+//! 24 as an Atomic Write Request, the first 16 as the operands of a
+//! writeback span, and the rest split in two as a Hash Value and a digest;
+//! each decision must match a model, and a span must be whole lines that
+//! cover exactly the range's lines.
+//!
 //! Requester (T-01, T-12, RDMAP-05, ATOM-06, D-02): issue, Read Responses
 //! and QN 3 responses of any kind, right or wrong, Locals, completions and
 //! flushes match a model of the documented rules step by step; completions
@@ -22,7 +29,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rsiw_wire::wire::hdr::{AtomicResponse, Body, DdpHeader, Opcode, Placement, QN_RESPONSE};
+use rsiw_wire::wire::commit::{
+    atomic_write_check, flush_plan, verify_outcome, writeback_span, FlushScope,
+};
+use rsiw_wire::wire::hdr::{
+    AtomicResponse, AtomicWriteRequest, Body, DdpHeader, FlushRequest, Opcode, Placement,
+    ATOMIC_WRITE_REQ_LEN, FLUSH_REQ_LEN, QN_RESPONSE,
+};
 use rsiw_wire::wire::rx::Segment;
 use rsiw_wire::wire::stream::{OrdBusy, OrdQueue, Refused, Request, RespQueue};
 use rsiw_wire::wire::term::{DdpTaggedCode, RdmapCode, TermCode};
@@ -425,7 +438,60 @@ fn requester(ord: u16, steps: &[u8]) {
     }
 }
 
+/// The commit decisions on arbitrary bytes, against models.
+fn commit(data: &[u8]) {
+    let mut b = [0u8; 24];
+    let n = data.len().min(24);
+    b[..n].copy_from_slice(&data[..n]);
+    let f = FlushRequest::decode(b[..FLUSH_REQ_LEN].try_into().unwrap());
+    let ok = f.flags & !7 == 0 && f.flags & 3 != 0;
+    match flush_plan(&f) {
+        Ok(p) => {
+            assert!(ok, "flags {:#x} accepted", f.flags);
+            assert_eq!(p.persistent, f.flags & 1 != 0);
+            assert_eq!(p.global, f.flags & 2 != 0);
+            let want = if f.flags & 4 != 0 {
+                FlushScope::Region
+            } else {
+                FlushScope::Range {
+                    to: f.sink.to,
+                    len: u64::from(f.sink.len),
+                }
+            };
+            assert_eq!(p.scope, want);
+        }
+        Err(c) => {
+            assert!(!ok, "flags {:#x} refused", f.flags);
+            assert_eq!(c, TermCode::operation(RdmapCode::Unspecified));
+        }
+    }
+    let a = AtomicWriteRequest::decode(&b[..ATOMIC_WRITE_REQ_LEN].try_into().unwrap());
+    assert_eq!(atomic_write_check(&a).is_ok(), a.sink.len == 8);
+    let off = u64::from_be_bytes(b[..8].try_into().unwrap());
+    let len = u64::from(u32::from_be_bytes(b[8..12].try_into().unwrap()));
+    let line = 1u64 << (b[12] % 13);
+    match writeback_span(off, len, line) {
+        Some((start, n)) if len > 0 => {
+            let end = start.checked_add(n).expect("span wraps");
+            assert_eq!(start % line, 0);
+            assert_eq!(n % line, 0);
+            assert!(start <= off && end >= off + len, "span does not cover");
+            assert!(
+                off - start < line && end - (off + len) < line,
+                "span too long"
+            );
+        }
+        Some((start, n)) => assert_eq!((start, n), (off, 0)),
+        None => assert!(off.checked_add(len + line).is_none(), "span refused"),
+    }
+    let rest = data.get(24..).unwrap_or(&[]);
+    let (h, d) = rest.split_at(rest.len() / 2);
+    let r = verify_outcome(h, d);
+    assert_eq!(r.is_ok(), h.is_empty() || h == d);
+}
+
 fuzz_target!(|data: &[u8]| {
+    commit(data);
     if data.len() < 4 {
         return;
     }

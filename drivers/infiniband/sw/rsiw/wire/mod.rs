@@ -33,8 +33,11 @@
 //! - [`stream`]: MSN, message offset and IRD/ORD credit state.
 //! - [`atomic`]: RFC 7306 masked atomic arithmetic and the access-check
 //!   error mapping shared by all request types.
+//! - [`commit`]: the responder's decisions on Flush, Atomic Write and
+//!   Verify (the RDMA commit draft).
 
 pub mod atomic;
+pub mod commit;
 pub mod crc;
 pub mod fpdu;
 pub mod hdr;

@@ -1,0 +1,48 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# rsiw-test: vms=2 a=rsiw b=siw timeout=600 kernel_b=bench
+#
+# CMT-06 against the C siw, which has no commit extensions: rsiw (VM a, commit=1)
+# posts a Flush from a kernel ULP (tests/kmod/rsiw_kext.ko, peer= mode)
+# to a page a siw server registered (tests/vm/py/ext_siw.py on VM b). siw
+# answers the unknown opcode (0xC) with its Terminate: the work request completes
+# with an error status (not flushed), rsiw's QP goes to ERROR and sees the
+# disconnect, siw's QP goes to ERROR with the page unchanged, and nothing
+# hangs or splats. siw runs on the bench kernel (kernel_b=bench), as in
+# perftest-interop.
+. /rsiw/tests/vm/lib.sh
+
+port=7810
+if [ "$RSIW_ROLE" = a ]; then
+	run modprobe rsiw commit=1
+else
+	load_driver
+fi
+rsiw_up eth0
+publish ip "$RSIW_IP"
+barrier up
+wait_peer 30
+
+if [ "$RSIW_ROLE" = b ]; then
+	python3 /rsiw/tests/vm/py/ext_siw.py "$RSIW_IP" $port >"$RSIW_OUT/ext_siw.log" 2>&1 &
+	srv=$!
+	wait_listen $port 30
+	publish listening 1
+	rc=0
+	wait "$srv" || rc=$?
+	cat "$RSIW_OUT/ext_siw.log"
+	[ "$rc" = 0 ] || die "ext_siw server failed"
+else
+	fetch b listening 120 >/dev/null
+	rc=0
+	run modprobe rsiw_kext dev="$DEV" peer="$(fetch b ip)" port=$port commit=1 || rc=$?
+	out=$(dmesg | grep 'rsiw_kext: ' || true)
+	printf '%s\n' "$out" >"$RSIW_OUT/kext.log"
+	printf '%s\n' "$out"
+	assert_match "$out" "PASS cmt_06_peer_without_commit: " "cmt_06_peer_without_commit"
+	assert_match "$out" "summary: 1 passed, 0 failed" "rsiw_kext summary"
+	[ "$rc" = 0 ] || die "modprobe rsiw_kext failed ($rc)"
+	run rmmod rsiw_kext
+fi
+barrier done
+pass

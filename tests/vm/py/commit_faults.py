@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+#
+# The commit extensions (draft-talpey-rdma-commit-02) at rsiw's responder
+# against a raw TCP peer: the responses of Flush, Atomic Write and Verify byte
+# for byte, their ordering after Writes in one TCP segment, and the Terminate
+# triple of every error (spec-map T-06, D-02, D-05). One connection per check;
+# the rdma_cm server on rsiw (loaded with commit=1) registers four pages:
+#   f   local write, remote read and write, IB_ACCESS_FLUSH_GLOBAL
+#   rw  local write, remote read and write (no Flushable right)
+#   ro  local write, remote read (no remote write)
+#   wo  local write, remote write (no remote read)
+#   op  like f, in another PD of the same context
+#   big 2 MiB, local write and remote read
+# and accepts with all six in its private data, IRD 4 (IRD 1 for "ird").
+#
+#   check             the raw peer sends                       rsiw answers
+#   order             in ONE segment: Write A to f+0, Write B    Flush, Atomic Write
+#                     to f+64, Flush(V) of f+0..128, Atomic      and Verify Responses
+#                     Write D to f+128, Verify of f+0..136 with  (QN 3, MSN 1-3), the
+#                     the CRC32c of A|B|D (FLUSH-03, AWRITE-04,  digest; f holds
+#                     VERIFY-06: the digest rsiw computes after  A|B|D
+#                     the Flush covers every earlier Write)
+#   verify-digest     Verify of f+0..16, no Hash Value           the digest of f+0..16
+#   flush-region      Flush(V|R), garbage Length and TO (FLUSH-02) Flush Response
+#   flush-zero        Flush with Flags 0 (D-05)                TERM 0/2/FF
+#   flush-unknown     Flush with Flags V|0x08 (D-05)            TERM 0/2/FF
+#   flush-stag        Flush(V) to a wrong STag                  TERM 0/1/00
+#   flush-right       Flush(V) of rw (FLUSH-04)                  TERM 0/1/02
+#   flush-persistent  Flush(P) of f: DRAM is not pmem            TERM 0/1/02
+#   flush-oob         Flush(V) one byte past f (CMT-04)          TERM 0/1/01
+#   awrite-len        Atomic Write, Length 4 (AWRITE-01)         TERM 0/2/07
+#   awrite-misaligned Atomic Write to f+4 (AWRITE-02)            TERM 0/2/07
+#   awrite-right      Atomic Write to ro (AWRITE-02)             TERM 0/1/02
+#   awrite-oob        Atomic Write to the 8 bytes after f        TERM 0/1/01
+#   verify-mismatch   Verify with a wrong Hash Value, then an    TERM 0/2/FF; the
+#                     Atomic Write, one segment (VERIFY-04)      Atomic Write not done
+#   verify-right      Verify of wo (VERIFY-03)                   TERM 0/1/02
+#   verify-long       Verify with a 65-byte Hash Value           TERM 0/2/07
+#   response          a Flush Response, nothing outstanding      TERM 0/2/06
+#   ird               a Flush and an Atomic Write in one         TERM 0/2/07 (D-08,
+#                     segment, IRD 1                              CMT-02: IRD shared)
+#   flush-wrap        Flush(V) whose TO + Length wraps           TERM 0/1/04
+#   awrite-pd         Atomic Write to op (another PD)            TERM 0/1/03
+#   verify-huge       Verify of 2 MiB of big (more than rsiw     TERM 0/2/FF
+#                     digests in the RX path)
+#
+# With "off" (rsiw loaded with commit=0) the opcodes themselves are refused:
+# a Flush Request and an Atomic Write Request get TERM 0/2/06.
+#
+# Except for order, verify-digest and flush-region, the server's QP must end
+# in ERROR and no page may change (but the Writes of order).
+#
+#   commit_faults.py server ADDR PORT [off]
+#   commit_faults.py client ADDR PORT [off]
+#
+# Exits 0 if all pass, 1 with a message otherwise.
+
+import socket
+import struct
+import sys
+import time
+
+import pyverbs.cm_enums as ce
+import pyverbs.enums as e
+from pyverbs.cmid import ConnParam
+
+import cmutil
+from cmutil import fail, log
+from mpa_raw import KEY_REP, KEY_REQ, read_all
+from mpa_responder import recv_exact
+
+cmutil.NAME = 'commit_faults'
+
+SIZE = 4096
+BIG = 2 << 20
+INIT = 0x0102030405060708
+# IBV_ACCESS_FLUSH_GLOBAL (rdma-core's verbs.h), in case pyverbs lacks it.
+FLUSH_GLOBAL = getattr(e, 'IBV_ACCESS_FLUSH_GLOBAL', 1 << 8)
+FLUSH_P, FLUSH_V, FLUSH_R = 0x1, 0x2, 0x4
+A = bytes(range(64))
+B = bytes(range(0x80, 0xc0))
+D = bytes([0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef])
+CHECKS = {
+    # name: Terminate expected, or None
+    'order': None,
+    'verify-digest': None,
+    'flush-region': None,
+    'flush-zero': (0, 2, 0xff),
+    'flush-unknown': (0, 2, 0xff),
+    'flush-stag': (0, 1, 0),
+    'flush-right': (0, 1, 2),
+    'flush-persistent': (0, 1, 2),
+    'flush-oob': (0, 1, 1),
+    'awrite-len': (0, 2, 7),
+    'awrite-misaligned': (0, 2, 7),
+    'awrite-right': (0, 1, 2),
+    'awrite-oob': (0, 1, 1),
+    'verify-mismatch': (0, 2, 0xff),
+    'verify-right': (0, 1, 2),
+    'verify-long': (0, 2, 7),
+    'response': (0, 2, 6),
+    'ird': (0, 2, 7),
+    'flush-wrap': (0, 1, 4),
+    'awrite-pd': (0, 1, 3),
+    'verify-huge': (0, 2, 0xff),
+}
+OFF_CHECKS = {'flush-disabled': (0, 2, 6), 'awrite-disabled': (0, 2, 6)}
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli), the digest rsiw's Verify uses."""
+    crc = 0xffffffff
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82f63b78 if crc & 1 else 0)
+    return crc ^ 0xffffffff
+
+
+def digest(data):
+    """The Hash Value of rsiw's Verify: the CRC32c, as the MPA trailer puts it."""
+    return struct.pack('<I', crc32c(data))
+
+
+def fpdu(ulpdu):
+    body = struct.pack('>H', len(ulpdu)) + ulpdu
+    body += bytes(-len(body) % 4)
+    return body + bytes(4)
+
+
+def untagged(opcode, qn, msn, rest):
+    """An untagged message of one segment (L=1, DV=1, RV=1); opcode has 5 bits."""
+    return fpdu(bytes([0x41, 0x40 | opcode]) + struct.pack('>IIII', 0, qn, msn, 0) + rest)
+
+
+def write(stag, to, data):
+    """An RDMA Write of one segment (T=1, L=1)."""
+    return fpdu(bytes([0xC1, 0x40]) + struct.pack('>IQ', stag, to) + data)
+
+
+def flush(msn, stag, to, length, flags):
+    return untagged(0xC, 1, msn, struct.pack('>IIQI', stag, length, to, flags))
+
+
+def verify(msn, stag, to, length, hash_value=b''):
+    return untagged(0xE, 1, msn, struct.pack('>IIQ', stag, length, to) + hash_value)
+
+
+def awrite(msn, stag, to, data=D, length=8):
+    return untagged(0x10, 1, msn, struct.pack('>IIQ', stag, length, to) + data)
+
+
+def first_write():
+    """A zero-length Write: the stream's first message, which checks nothing."""
+    return write(0, 0, b'')
+
+
+def fpdus(check, mrs):
+    (f, fk), (rw, rwk), (ro, rok), (wo, wok), (op, opk), (big, bigk) = mrs
+    return [first_write()] + {
+        'order': [write(fk, f, A) + write(fk, f + 64, B) + flush(1, fk, f, 128, FLUSH_V) +
+                  awrite(2, fk, f + 128) + verify(3, fk, f, 136, digest(A + B + D))],
+        'verify-digest': [verify(1, fk, f, 16)],
+        'flush-region': [flush(1, fk, 0xdead0000, 0xfffffff0, FLUSH_V | FLUSH_R)],
+        'flush-zero': [flush(1, fk, f, 8, 0)],
+        'flush-unknown': [flush(1, fk, f, 8, FLUSH_V | 0x08)],
+        'flush-stag': [flush(1, (fk + 0x100) & 0xffffffff, f, 8, FLUSH_V)],
+        'flush-right': [flush(1, rwk, rw, 8, FLUSH_V)],
+        'flush-persistent': [flush(1, fk, f, 8, FLUSH_P)],
+        'flush-oob': [flush(1, fk, f + SIZE - 63, 64, FLUSH_V)],
+        'awrite-len': [awrite(1, fk, f, length=4)],
+        'awrite-misaligned': [awrite(1, fk, f + 4)],
+        'awrite-right': [awrite(1, rok, ro)],
+        'awrite-oob': [awrite(1, fk, f + SIZE)],
+        'verify-mismatch': [verify(1, fk, f, 16, bytes(4)) + awrite(2, fk, f)],
+        'verify-right': [verify(1, wok, wo, 16)],
+        'verify-long': [verify(1, fk, f, 16, bytes(65))],
+        'response': [untagged(0xD, 3, 1, b'')],
+        'ird': [flush(1, fk, f, 8, FLUSH_V) + awrite(2, fk, f)],
+        'flush-wrap': [flush(1, fk, 2**64 - 8, 16, FLUSH_V)],
+        'awrite-pd': [awrite(1, opk, op)],
+        'verify-huge': [verify(1, bigk, big, BIG)],
+        'flush-disabled': [flush(1, fk, f, 8, FLUSH_V)],
+        'awrite-disabled': [awrite(1, fk, f)],
+    }[check]
+
+
+def expected(check):
+    """The bytes rsiw must send for a check that succeeds."""
+    qn3 = lambda op, msn, payload=b'': untagged(op, 3, msn, payload)
+    init = struct.pack('<Q', INIT) * 2
+    return {
+        'order': qn3(0xD, 1) + qn3(0x11, 2) + qn3(0xF, 3, digest(A + B + D)),
+        'verify-digest': qn3(0xF, 1, digest(init)),
+        'flush-region': qn3(0xD, 1),
+    }[check]
+
+
+def server(addr, port, checks, off):
+    from pyverbs.mr import MR
+    from pyverbs.pd import PD
+    lst = cmutil.Listener(addr, port)
+    # Keep every child until the end (see ext_faults.py).
+    children = []
+    lw, rr, rwr = e.IBV_ACCESS_LOCAL_WRITE, e.IBV_ACCESS_REMOTE_READ, e.IBV_ACCESS_REMOTE_WRITE
+    for check, term in checks.items():
+        child, _ = lst.request(check)
+        children.append(child)
+        child.create_qp(cmutil.qp_attr(wr=4, sge=1))
+        pd = child.pd
+        # With commit=0 the device has no IB_DEVICE_FLUSH_GLOBAL: ib_core refuses the flag.
+        fl = 0 if off else FLUSH_GLOBAL
+        mrs = [MR(pd, SIZE, a) for a in (lw | rr | rwr | fl, lw | rr | rwr,
+                                         lw | rr, lw | rwr)]
+        opd = PD(child.context)
+        mrs.append(MR(opd, SIZE, lw | rr | rwr | fl))
+        for mr in mrs:
+            mr.write(struct.pack('<Q', INIT) * (SIZE // 8), SIZE, 0)
+        big = MR(pd, BIG, lw | rr)
+        pdata = b''.join(struct.pack('<QI', mr.buf, mr.rkey) for mr in mrs + [big])
+        ird = 1 if check == 'ird' else 4
+        cp = ConnParam(resources=ird, depth=ird, qp_num=0, data_len=len(pdata))
+        cp.set_private_data(pdata)
+        child.accept(cp)
+        lst.next_event(ce.RDMA_CM_EVENT_ESTABLISHED, check)
+        lst.next_event(ce.RDMA_CM_EVENT_DISCONNECTED, check)
+        pages = [bytes(mr.read(SIZE, 0)) for mr in mrs]
+        attr, _ = child.query_qp(e.IBV_QP_STATE)
+        log(f'{check}: QP state {attr.qp_state}')
+        want = [struct.pack('<Q', INIT) * (SIZE // 8)] * len(mrs)
+        if check == 'order':
+            want[0] = A + B + D + want[0][136:]
+        for i, (got, w) in enumerate(zip(pages, want)):
+            if got != w:
+                at = next(k for k in range(SIZE) if got[k] != w[k])
+                fail(f'{check}: page {i} differs at {at}: {got[at:at + 16].hex()}, '
+                     f'want {w[at:at + 16].hex()}')
+        if term is not None and attr.qp_state != e.IBV_QPS_ERR:
+            fail(f'{check}: server QP state {attr.qp_state}, want ERROR')
+        cmutil.disconnect_after_peer(child, quiet=True)
+        for mr in mrs + [big]:
+            mr.close()
+        opd.close()
+        log(f'{check}: ok')
+    for child in children:
+        child.close()
+
+
+def split_fpdus(check, data):
+    """The FPDUs (no CRC, no Markers) in data."""
+    out = []
+    while data:
+        if len(data) < 2:
+            fail(f'{check}: {data.hex()} after the last whole FPDU')
+        (n,) = struct.unpack('>H', data[:2])
+        total = 2 + n + (-(2 + n) % 4) + 4
+        out.append(data[:total])
+        data = data[total:]
+    return out
+
+
+def connect(addr, port):
+    s = socket.create_connection((addr, port), timeout=30)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.sendall(KEY_REQ + bytes([0, 1]) + struct.pack('>H', 0))
+    hdr = recv_exact(s, 20)
+    if hdr[:16] != KEY_REP or hdr[16] & 0x20:
+        fail(f'not an accepting MPA Reply: {hdr!r}')
+    (pd_len,) = struct.unpack('>H', hdr[18:20])
+    pdata = recv_exact(s, pd_len)
+    return s, [struct.unpack('<QI', pdata[12 * i:12 * i + 12]) for i in range(6)]
+
+
+def client(addr, port, checks, off):
+    port = int(port)
+    for check, term in checks.items():
+        s, mrs = connect(addr, port)
+        time.sleep(0.2)
+        for f in fpdus(check, mrs):
+            # Each list item is one sendall(): with TCP_NODELAY and an idle
+            # connection, one TCP segment.
+            s.sendall(f)
+            time.sleep(0.05)
+        data, eof = read_all(s, 3)
+        s.close()
+        if term is None:
+            want = expected(check)
+            if data != want:
+                fail(f'{check}: got {data.hex()}, want {want.hex()}')
+            log(f'{check}: the responses, byte for byte')
+            time.sleep(0.2)
+            continue
+        got = None
+        for f in split_fpdus(check, data):
+            # Beyond IRD: the Flush admitted before may be answered first.
+            if check == 'ird' and f[3] & 0x1f == 0xD:
+                continue
+            if len(f) < 24 or f[3] & 0x1f != 7:
+                fail(f'{check}: rsiw sent {f.hex()}, not a Terminate')
+            got = (f[20] >> 4, f[20] & 0xf, f[21])
+            break
+        if got != term:
+            fail(f'{check}: Terminate {got}, want {term} (got {data.hex()})')
+        if not eof:
+            fail(f'{check}: the connection stayed open after the Terminate')
+        log(f'{check}: Terminate {got}')
+        time.sleep(0.2)
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) not in (3, 4) or args[0] not in ('server', 'client') or \
+            args[3:] not in ([], ['off']):
+        fail('usage: commit_faults.py server|client ADDR PORT [off]')
+    off = args[3:] == ['off']
+    checks = OFF_CHECKS if off else CHECKS
+    (server if args[0] == 'server' else client)(args[1], args[2], checks, off)
+    log('ok')
+
+
+if __name__ == '__main__':
+    main()
