@@ -1313,7 +1313,7 @@ static void kx_awrite_wr(struct kx_conn *c, int side, struct ib_rdma_wr *w, stru
  * FLUSH-03, AWRITE-04: two Writes, a Flush over them and an Atomic Write,
  * posted together; then a whole-region Flush with a garbage range (FLUSH-02).
  */
-static void kx_commit_ops(struct kx *t, struct kx_conn *c, int side)
+static noinline_for_stack void kx_commit_ops(struct kx *t, struct kx_conn *c, int side)
 {
 	const char *name = "flush_03_write_flush_atomic_write";
 	int peer = !side;
@@ -1368,7 +1368,7 @@ static void kx_commit_ops(struct kx *t, struct kx_conn *c, int side)
 }
 
 /* CMT-02: 12 Flushes and Atomic Writes in one post, ORD 4: all complete in order. */
-static void kx_commit_ord(struct kx *t, struct kx_conn *c, int side)
+static noinline_for_stack void kx_commit_ord(struct kx *t, struct kx_conn *c, int side)
 {
 	const char *name = "cmt_02_ord_shared";
 	int peer = !side;
@@ -1608,16 +1608,17 @@ static void run(struct kx *t)
 		kx_off(t);
 		return;
 	}
+	/* peer= with commit=1 is the commit extensions' check against siw. */
+	if (*peer) {
+		kx_peer(t);
+		return;
+	}
 	if (commit) {
 		kx_commit(t);
 		return;
 	}
 	if (commit_off) {
 		kx_commit_off(t);
-		return;
-	}
-	if (*peer) {
-		kx_peer(t);
 		return;
 	}
 	if (t->ibdev->attrs.atomic_cap != IB_ATOMIC_GLOB ||
