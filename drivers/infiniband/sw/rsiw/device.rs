@@ -42,8 +42,9 @@ use kernel::{
     },
     prelude::*,
     rbtree::{
+        Entry,
         RBTree,
-        RBTreeNode, //
+        RBTreeNodeReservation, //
     },
     rdma::{
         attr::{
@@ -224,12 +225,11 @@ pub(crate) struct RsiwDevice {
     pub(crate) srqs: Counter,
     /// The next CQ id.
     next_cq_id: Atomic<u32>,
-    /// The next QP number.
-    next_qpn: Atomic<u32>,
     /// The STag table: every memory region by STag index.
     mem: MemTable,
-    /// Every QP by number (`iw_get_qp`), holding a reference until `destroy_qp`.
-    qp_table: QpTable,
+    /// QP numbers, and every QP by number (`iw_get_qp`), holding a reference until
+    /// `destroy_qp`.
+    qpns: QpNumbers<ARef<Qp<RsiwDevice>>>,
     /// The connection manager: listeners, connection endpoints and their work queue.
     pub(crate) cm: cm::DeviceCm,
     /// RFC 7306 atomics and immediate data are on (the `rfc7306` module parameter when the
@@ -240,8 +240,82 @@ pub(crate) struct RsiwDevice {
     commit: bool,
 }
 
-/// Every QP of a device by number, each with a reference.
-type QpTable = Pin<KBox<SpinLock<RBTree<u32, ARef<Qp<RsiwDevice>>>>>>;
+/// The QP numbers of a device and what they name (a QP reference; any value for KUnit).
+///
+/// Numbers come from a 32-bit counter from [`limits::FIRST_QPN`], skipping 0 when it wraps
+/// and every number that is published: a number names at most one QP. After 2^32 QPs were
+/// created the counter comes back to the numbers of QPs that may still live (a kernel ULP's,
+/// or another process's); taking one again would make `iw_get_qp` find either QP, and the
+/// older QP's destroy unpublish the newer one.
+///
+/// # Invariants
+///
+/// The table holds each number at most once, and [`QpNumbers::publish`] never replaces an
+/// entry.
+pub(crate) struct QpNumbers<V> {
+    inner: Pin<KBox<SpinLock<QpNumbersInner<V>>>>,
+}
+
+struct QpNumbersInner<V> {
+    /// The next number to try.
+    next: u32,
+    /// The published numbers.
+    table: RBTree<u32, V>,
+}
+
+impl<V: Clone + Unpin> QpNumbers<V> {
+    /// No number used; the counter starts at `first`.
+    fn new(first: u32) -> Result<Self> {
+        let inner = QpNumbersInner {
+            next: first,
+            table: RBTree::new(),
+        };
+        Ok(Self {
+            inner: KBox::pin_init(new_spinlock!(inner, "rsiw_qp_table"), GFP_KERNEL)?,
+        })
+    }
+
+    /// Returns a new number: the counter's next one that is neither 0 nor published. The
+    /// table holds at most [`limits::MAX_QP`] numbers, so this ends.
+    fn alloc(&self) -> u32 {
+        let mut g = self.inner.lock();
+        loop {
+            let n = g.next;
+            g.next = n.wrapping_add(1);
+            if n >= limits::FIRST_QPN && g.table.get(&n).is_none() {
+                return n;
+            }
+        }
+    }
+
+    /// Publishes `v` under `n`, a number from [`QpNumbers::alloc`]. Fails with `EBUSY` if `n`
+    /// was published meanwhile (the counter went round all 2^32 numbers since `n` was
+    /// allocated): the entry is not replaced, and the new QP's creation fails.
+    fn publish(&self, n: u32, v: V) -> Result {
+        let res = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let mut g = self.inner.lock();
+        let r = match g.table.entry(n) {
+            Entry::Vacant(e) => {
+                e.insert(v, res);
+                Ok(())
+            }
+            Entry::Occupied(_) => Err(EBUSY),
+        };
+        // Unlocked before `v` and the reservation are dropped, if they were not used.
+        drop(g);
+        r
+    }
+
+    /// Returns what `n` names, if it is published.
+    fn get(&self, n: u32) -> Option<V> {
+        self.inner.lock().table.get(&n).cloned()
+    }
+
+    /// Unpublishes `n`; returns what it named, to be dropped outside the lock.
+    fn remove(&self, n: u32) -> Option<V> {
+        self.inner.lock().table.remove(&n)
+    }
+}
 
 impl RsiwDevice {
     fn new(mac: [u8; ETH_ALEN], part_id: u32, rfc7306: bool) -> Result<Self> {
@@ -256,9 +330,8 @@ impl RsiwDevice {
             qps: Counter::new(limits::MAX_QP),
             srqs: Counter::new(limits::MAX_SRQ),
             next_cq_id: Atomic::new(1),
-            next_qpn: Atomic::new(limits::FIRST_QPN),
             mem: MemTable::new()?,
-            qp_table: KBox::pin_init(new_spinlock!(RBTree::new(), "rsiw_qp_table"), GFP_KERNEL)?,
+            qpns: QpNumbers::new(limits::FIRST_QPN)?,
             cm: cm::DeviceCm::new()?,
             rfc7306,
             commit: crate::module_parameters::commit.value(),
@@ -292,7 +365,7 @@ impl RsiwDevice {
 
     /// Returns a reference to the QP numbered `qpn`, if it exists. Any context.
     pub(crate) fn qp_by_num(&self, qpn: u32) -> Option<ARef<Qp<RsiwDevice>>> {
-        self.qp_table.lock().get(&qpn).cloned()
+        self.qpns.get(qpn)
     }
 
     /// Returns the STag table, for the data path's access checks.
@@ -309,15 +382,9 @@ impl RsiwDevice {
         self.next_cq_id.fetch_add(1, Relaxed)
     }
 
-    /// Returns a new QP number: a 32-bit counter from [`limits::FIRST_QPN`], skipping 0
-    /// on wrap-around. Numbers repeat only after 2^32 QPs have been created on the device.
+    /// Returns a new QP number ([`QpNumbers`]).
     pub(crate) fn next_qpn(&self) -> u32 {
-        loop {
-            let n = self.next_qpn.fetch_add(1, Relaxed);
-            if n >= limits::FIRST_QPN {
-                return n;
-            }
-        }
+        self.qpns.alloc()
     }
 }
 
@@ -551,12 +618,7 @@ impl qp::Operations for RsiwQp {
     }
 
     fn created(qp: &Qp<RsiwDevice>) -> Result {
-        let node = RBTreeNode::new(qp.qp_num(), ARef::from(qp), GFP_KERNEL)?;
-        // QP numbers are unique (a 32-bit counter), so nothing is replaced; if a number ever
-        // came back while its QP lives, the old entry is dropped outside the lock.
-        let old = qp.device().qp_table.lock().insert(node);
-        drop(old);
-        Ok(())
+        qp.device().qpns.publish(qp.qp_num(), ARef::from(qp))
     }
 
     fn modify(
@@ -578,9 +640,8 @@ impl qp::Operations for RsiwQp {
         // So does a connection still in its MPA exchange: abort it.
         cm::qp_drop_conn(qp, true);
         let dev = qp.device();
-        let entry = dev.qp_table.lock().remove(&qp.qp_num());
         // The table's reference; dropped outside the lock.
-        drop(entry);
+        drop(dev.qpns.remove(qp.qp_num()));
         dev.qps.put();
     }
 
@@ -819,5 +880,38 @@ impl notifier::Handler for NetdevEvents {
             ),
             _ => {}
         }
+    }
+}
+
+#[cfg(CONFIG_RDMA_RSIW_KUNIT_TEST)]
+#[kernel::prelude::kunit_tests(rsiw_device)]
+mod tests {
+    use super::*;
+
+    /// Issue 38: after the counter wraps, a number whose QP still lives is neither handed out
+    /// again nor replaced in the table (which would make `iw_get_qp` find the wrong QP and
+    /// the older QP's destroy unpublish the newer one).
+    #[test]
+    fn qp_numbers_wrap_skips_live_ones() -> Result {
+        // Two QPs of the counter's previous round, 1 and 2, still live.
+        let q = QpNumbers::<u32>::new(u32::MAX - 1)?;
+        q.publish(1, 10)?;
+        q.publish(2, 20)?;
+        assert_eq!(q.alloc(), u32::MAX - 1);
+        assert_eq!(q.alloc(), u32::MAX);
+        // 0 is never a QP number; 1 and 2 are taken.
+        let n = q.alloc();
+        assert_eq!(n, 3);
+        q.publish(n, 30)?;
+        // A number that names a live QP is never replaced.
+        assert_eq!(q.publish(1, 11), Err(EBUSY));
+        assert_eq!(q.get(1), Some(10));
+        assert_eq!(q.get(3), Some(30));
+        // Once its QP is gone, a number may come back.
+        assert_eq!(q.remove(2), Some(20));
+        assert_eq!(q.alloc(), 4);
+        assert_eq!(q.remove(3), Some(30));
+        assert_eq!(q.remove(3), None);
+        Ok(())
     }
 }

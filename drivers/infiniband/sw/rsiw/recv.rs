@@ -3,16 +3,20 @@
 //! Untagged placement: the messages of QN 0 (the Send variants) into receives.
 //!
 //! A message's first segment takes the next receive queue element (the SRQ's if the QP has
-//! one: [`RsiwQp::next_rqe`]) and checks its SGEs; each segment passes the MSN, MO and length
-//! checks of [`RxUntagged`] against it before its payload is placed at its MO; the message's
-//! last segment completes the receive, after the Invalidate STag of a Send with Invalidate
-//! was invalidated. Nothing completes before the segment's CRC matched.
+//! one: [`RsiwQp::next_rqe`]) and checks its SGEs against the PD of the queue it came from
+//! ([`rq_pd`]); each segment passes the MSN, MO and length checks of [`RxUntagged`] against
+//! it before its payload is placed at its MO; the message's last segment completes the
+//! receive, after the Invalidate STag of a Send with Invalidate was invalidated. Nothing
+//! completes before the segment's CRC matched.
 //!
 //! A whole single-segment Send into a receive of one SGE (the usual receive) is taken in one
 //! step ([`Recv::whole`]), with the same checks in the same order.
 
 use crate::{
-    device::RsiwDevice,
+    device::{
+        self,
+        RsiwDevice, //
+    },
     mem::{
         Placement,
         Source, //
@@ -24,7 +28,10 @@ use crate::{
         RxOut, //
     },
     qp::RsiwQp,
-    stag::Rights,
+    stag::{
+        PdId,
+        Rights, //
+    },
     wire::{
         atomic::{
             access_error,
@@ -95,6 +102,18 @@ fn completion(id: u64, st: u16, bytes: u32, inval: Option<u32>, solicited: bool)
     }
 }
 
+/// The PD the buffers of a receive of `qp` are checked against: the SRQ's if the QP takes its
+/// receives from one, else the QP's. An SRQ's receives are posted against its own PD
+/// (`post_srq_recv` checks a kernel SRQ's lkeys so; a user SRQ's are only checked here), which
+/// may differ from the PD of a QP attached to it, as in siw. `None` (an SRQ without a PD of
+/// this device, which ib_core does not create) fails the check.
+fn rq_pd(path: &Path, qp: &Qp<RsiwDevice>) -> Option<PdId> {
+    match qp.srq() {
+        None => Some(path.pd()),
+        Some(srq) => srq.pd().map(device::pd_id),
+    }
+}
+
 impl Recv {
     /// No receive taken; Immediate Data taken if `rfc7306` is on.
     pub(crate) fn new(rfc7306: bool) -> Self {
@@ -161,6 +180,7 @@ impl Recv {
             total: 0,
         });
         let mem = qp.device().mem();
+        let pd = rq_pd(path, qp);
         let mut ok = true;
         for ((s, len), pl) in rqe
             .sge
@@ -174,15 +194,19 @@ impl Recv {
             if s.length == 0 {
                 continue;
             }
-            match mem.check(
-                path.pd(),
-                s.lkey,
-                Rights::LOCAL_WRITE,
-                s.laddr,
-                u64::from(s.length),
-            ) {
-                Ok(p) => *pl = Some(p),
-                Err(_) => {
+            let p = pd.and_then(|pd| {
+                mem.check(
+                    pd,
+                    s.lkey,
+                    Rights::LOCAL_WRITE,
+                    s.laddr,
+                    u64::from(s.length),
+                )
+                .ok()
+            });
+            match p {
+                Some(p) => *pl = Some(p),
+                None => {
                     ok = false;
                     break;
                 }
@@ -373,17 +397,22 @@ impl Recv {
         let p = if len == 0 {
             None
         } else {
-            let c = qp.device().mem().check_in(
-                &rcu,
-                path.pd(),
-                s.lkey,
-                Rights::LOCAL_WRITE,
-                s.laddr,
-                u64::from(len),
-            );
+            let c = rq_pd(path, qp).and_then(|pd| {
+                qp.device()
+                    .mem()
+                    .check_in(
+                        &rcu,
+                        pd,
+                        s.lkey,
+                        Rights::LOCAL_WRITE,
+                        s.laddr,
+                        u64::from(len),
+                    )
+                    .ok()
+            });
             match c {
-                Ok(p) => Some(p),
-                Err(_) => {
+                Some(p) => Some(p),
+                None => {
                     out.push_rq(completion(id, status::LOC_PROT_ERR, 0, None, false));
                     return Err(Fail::local().into());
                 }
