@@ -18,9 +18,9 @@
 # perftest fails on any completion in error and on a receive completion
 # without the expected opcode. Each run's output is checked: the test's
 # title, transport IW, rdma_cm QPs, and a result row with the message size
-# and the iterations asked for (atomics: 8 bytes). The figures are not
-# checked (the light kernel has no TSC frequency: perftest prints 0.00 and
-# inf); speed is make bench's. perftest posts through ibv_post_send() on
+# (atomics: 8 bytes) and the iterations asked for (with -q, of all QPs).
+# The figures are not checked (the light kernel has no TSC frequency:
+# perftest prints 0.00 and inf); speed is make bench's. perftest posts through ibv_post_send() on
 # siw devices (its ibv_wr_*() path is for a list of vendors' devices), so
 # this is the provider's legacy-verbs path; the ibv_wr_*() path is
 # tests/vm/py/ext_pyverbs.py's (pyverbs-ext).
@@ -54,13 +54,15 @@ port=19400
 # bidirectional runs and Write with Immediate, whose server takes the
 # receive completions).
 pt() {
-	local tag=$1 tool=$2 size=$3 iters=$4 title=$5
+	local tag=$1 tool=$2 size=$3 iters=$4 title=$5 qps=1
 	shift 5
 	port=$((port + 1))
 	local opts="-R -d $DEV -p $port -F -n $iters $*"
 	serve_client "$tag" b "$port" "$tool $opts" "$tool $opts $ip" 120
+	# A bandwidth test counts the iterations of all its QPs.
+	[[ " $* " =~ \ -q\ ([0-9]+)\  ]] && qps=${BASH_REMATCH[1]}
 	if [ "$RSIW_ROLE" = a ] || [[ " $* " =~ \ (--write_with_imm|-b)\  ]]; then
-		check "$RSIW_OUT/$tag.log" "$title" "$size" "$iters"
+		check "$RSIW_OUT/$tag.log" "$title" "$size" $((iters * qps))
 	fi
 }
 
