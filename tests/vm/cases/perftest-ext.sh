@@ -72,8 +72,14 @@ for a in CMP_AND_SWAP FETCH_AND_ADD; do
 done
 pt atomic_bw-q4 ib_atomic_bw 8 50 "Atomic FETCH_AND_ADD BW Test" -A FETCH_AND_ADD -q 4
 pt atomic_bw-bidir ib_atomic_bw 8 50 "Atomic CMP_AND_SWAP Bidirectional BW Test" -A CMP_AND_SWAP -b
-# A Write with Immediate consumes a receive, which ib_write_bw does not
-# repost: fewer iterations than its receive queue (512).
+# A Write with Immediate consumes a receive. iWARP has no RNR retry, and
+# perftest's credits for the receiver's reposting are ib_send_bw's only
+# (send_bw.c sets send_rcredit for IBV_TRANSPORT_IWARP; write_bw.c has no
+# such thing): a longer ib_write_bw --write_with_imm run (-n above the
+# receive queue, -r, default 512, or -D) can outrun the server, whose QP
+# then answers Immediate Data without a receive with Terminate 1/2/02
+# (rsiw-extensions.rst), as it answers a Send. So fewer iterations than
+# the receive queue; ib_write_lat is a ping-pong and reposts in step.
 pt write_imm_bw-64 ib_write_bw 64 100 "RDMA_Write_imm BW Test" -s 64 --write_with_imm
 pt write_imm_bw-64k ib_write_bw 65536 20 "RDMA_Write_imm BW Test" -s 65536 --write_with_imm
 pt write_imm_bw-bidir ib_write_bw 4096 50 "RDMA_Write_imm Bidirectional BW Test" -s 4096 --write_with_imm -b
