@@ -44,8 +44,8 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parent
 # name, driver, module parameters. "rsiw-64k" is rsiw with FPDUs of up to
 # 64 KiB (fpdu_segments=45) instead of one per TCP segment.
-# rsiw runs with RFC 7306 on (rfc7306=1: the kext test's atomics and immediate data; the
-# other tests use none of it).
+# rsiw runs with RFC 7306 on (rfc7306=1: the atomics and immediate data of the kext test
+# and of the RFC 7306 perftest rows; the other tests use none of it).
 CONFIGS = [("siw", "siw", ""), ("rsiw", "rsiw", "rfc7306=1"),
            ("rsiw-64k", "rsiw", "fpdu_segments=45 rfc7306=1")]
 # RSIW_BENCH_CONFIGS=rsiw boots only the named configurations (comma-separated) besides
@@ -67,6 +67,10 @@ def tests(only: str) -> list[tuple[str, str]]:
           for s in (64, 4096, 65536, 1048576)]
     t += [(tool, str(s)) for tool in ("ib_write_lat", "ib_read_lat", "ib_send_lat")
           for s in (2, 4096)]
+    # RFC 7306 from user space through the patched siw provider (the atomic and
+    # immediate-data tools: rsiw only), next to what they are compared with.
+    t += [(tool, "8") for tool in ("ib_read_lat", "ib_atomic_lat", "ib_write_lat",
+                                   "ib_write_imm_lat", "ib_atomic_bw")]
     # RFC 7306 from a kernel ULP (rsiw only): latencies and the FetchAdd rate.
     t += [("kext", "8")]
     t += [("connect", "")]
@@ -262,6 +266,32 @@ def interval(xs: list, n: int = 4000) -> tuple[float, float, float]:
     return statistics.geometric_mean(xs), means[n // 20], means[n - 1 - n // 20]
 
 
+# Ratios within one configuration, for what siw cannot run (RFC 7306): (name, test, its
+# reference), both latencies of the same pair taken in neighbouring turns.
+SAME_CONFIG = [("atomic/read8", ("ib_atomic_lat", "8", "us"), ("ib_read_lat", "8", "us")),
+               ("imm/plain", ("ib_write_imm_lat", "8", "us"), ("ib_write_lat", "8", "us")),
+               ("kext fadd/read8", ("kext_fadd_lat", "8", "us"), ("kext_read_lat", "8", "us")),
+               ("kext imm/plain", ("kext_wimm_lat", "8", "us"), ("kext_write_lat", "8", "us"))]
+
+
+def same_config_ratios(res: dict) -> list[str]:
+    """The SAME_CONFIG ratios per configuration: the median of the per-round ratios
+    and the rounds' own (> 1: slower than the reference)."""
+    lines = []
+    for name, key, ref in SAME_CONFIG:
+        x, r = res.get(key, {}), res.get(ref, {})
+        for cfg in NAMES:
+            rs = [x[cfg][n] / r[cfg][n] for n in x.get(cfg, {})
+                  if r.get(cfg, {}).get(n)]
+            if rs:
+                lines.append(f"  {name:<16} {cfg:<9} {statistics.median(rs):6.2f}   rounds: "
+                             + " ".join(f"{v:.2f}" for v in rs))
+    if lines:
+        lines.insert(0, "RFC 7306, in the same configuration (siw has none; median of the "
+                        "per-round ratios, > 1: slower than the reference):")
+    return lines
+
+
 def report(out: Path, rounds: int, res: dict, raw: dict, notes: list) -> None:
     med = lambda v: statistics.median(v) if v else None
     fmt = lambda x: f"{x:10.2f}" if x is not None else f"{'-':>10}"
@@ -274,7 +304,7 @@ def report(out: Path, rounds: int, res: dict, raw: dict, notes: list) -> None:
         return ref / x if unit == "us" else x / ref
 
     tcp = res.get(("tcp", "131072", "MB/s"), {})
-    lines = [f"{'test':<12} {'size':>7} {'siw':>10} {'rsiw':>10} {'rsiw-64k':>10} {'unit':<6} "
+    lines = [f"{'test':<16} {'size':>7} {'siw':>10} {'rsiw':>10} {'rsiw-64k':>10} {'unit':<6} "
              f"{'rsiw/siw':>8} {'64k/siw':>8} {'siw/tcp':>8} {'rsiw/tcp':>8} {'64k/tcp':>8}"]
     for (test, size, unit), v in res.items():
         m = {d: med(list(v.get(d, {}).values())) for d in NAMES}
@@ -291,7 +321,7 @@ def report(out: Path, rounds: int, res: dict, raw: dict, notes: list) -> None:
                 return None
             rs = [v[d][r] / tcp[d][r] for r in v.get(d, {}) if tcp.get(d, {}).get(r)]
             return med(rs)
-        lines.append(f"{test:<12} {size:>7} {fmt(m.get('siw'))} {fmt(m.get('rsiw'))} {fmt(m.get('rsiw-64k'))} "
+        lines.append(f"{test:<16} {size:>7} {fmt(m.get('siw'))} {fmt(m.get('rsiw'))} {fmt(m.get('rsiw-64k'))} "
                      f"{unit:<6} {rat(vs_siw('rsiw'))} {rat(vs_siw('rsiw-64k'))} "
                      f"{rat(vs_tcp('siw'))} {rat(vs_tcp('rsiw'))} {rat(vs_tcp('rsiw-64k'))}")
     npairs = max((len(v) for v in raw.values()), default=len(NAMES)) // len(NAMES)
@@ -303,6 +333,7 @@ def report(out: Path, rounds: int, res: dict, raw: dict, notes: list) -> None:
               " it is siw/x; x/tcp: RDMA bandwidth over iperf3's on the same pair's link;",
               " rsiw-64k: rsiw with fpdu_segments=45, FPDUs of up to 64 KiB)"]
     lines += notes
+    lines += same_config_ratios(res)
     # The per-round ratios, their geometric mean and how sure it is: a 90 % interval from
     # resampling the rounds (the host's speed swings, rsiw-testing.rst, make single rounds
     # range over 2x; with few rounds the interval is rough).
@@ -315,7 +346,7 @@ def report(out: Path, rounds: int, res: dict, raw: dict, notes: list) -> None:
             if len(rs) < 2:
                 continue
             g, lo, hi = interval(rs)
-            spread.append(f"  {test:<12} {size:>7} {d + '/siw':<12} {' '.join(f'{x:.2f}' for x in rs)}"
+            spread.append(f"  {test:<16} {size:>7} {d + '/siw':<12} {' '.join(f'{x:.2f}' for x in rs)}"
                           f"  geomean {g:.2f} [{lo:.2f}, {hi:.2f}]")
     if spread:
         lines.append("ratios per round, geometric mean [90 % interval over rounds]:")
@@ -333,13 +364,13 @@ def report(out: Path, rounds: int, res: dict, raw: dict, notes: list) -> None:
                     rs = [y for y in rs if y]
                     if rs:
                         per.append(f"{statistics.geometric_mean(rs):.2f}")
-                lines.append(f"  {test:<12} {size:>7} {d + '/siw':<12} {' '.join(per)}")
+                lines.append(f"  {test:<16} {size:>7} {d + '/siw':<12} {' '.join(per)}")
     # Every round's figures, for the spread.
     lines.append("per round:")
     for (test, size, unit), v in raw.items():
         for d in v:
             vals = " ".join(f"{v.get(d, {}).get(r, float('nan')):.2f}" for r in range(1, rounds + 1))
-            lines.append(f"  {test:<12} {size:>7} {d:<10} {vals} {unit}")
+            lines.append(f"  {test:<16} {size:>7} {d:<10} {vals} {unit}")
     lines.append(f"logs: {out}")
     text = "\n".join(lines) + "\n"
     (out / "results.txt").write_text(text)

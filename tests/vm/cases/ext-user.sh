@@ -17,13 +17,11 @@
 #   that does not belong, a wrong result SGE, too many SGEs, too much inline
 #   data, a flag, an opcode the context did not get), one per connection:
 #   each completes with its exact status (Documentation/infiniband/
-#   rsiw-abi.rst, "What the driver checks"), and the console stays clean;
-# - perftest over rdma_cm (-R), VM b serving: ib_atomic_bw and
-#   ib_atomic_lat with -A CMP_AND_SWAP and -A FETCH_AND_ADD, ib_write_bw
-#   and ib_write_lat with --write_with_imm. perftest fails on any
-#   completion in error; few iterations (speed: make bench).
+#   rsiw-abi.rst, "What the driver checks"), and the console stays clean.
 #
-# The stock provider against the patched one is in provider-abi.
+# perftest's atomic and Write with Immediate tests are in perftest-ext,
+# rdma-core's pyverbs tests of them in pyverbs-ext; the stock provider
+# against the patched one is in provider-abi.
 . /rsiw/tests/vm/lib.sh
 
 [ "$RSIW_DRIVER" = rsiw ] || skip "rsiw only (siw has no RFC 7306)"
@@ -49,20 +47,5 @@ port=$((port + 1))
 serve_client siw_hostile b "$port" \
 	"$RSIW_PROVIDER_DIR/bin/siw_hostile server $ip $port" \
 	"$RSIW_PROVIDER_DIR/bin/siw_hostile client $ip $port" 120
-
-for tool in ib_atomic_bw ib_atomic_lat; do
-	for a in CMP_AND_SWAP FETCH_AND_ADD; do
-		port=$((port + 1))
-		opts="-R -d $DEV -p $port -F -n 20 -A $a"
-		serve_client "$tool-$a" b "$port" "$tool $opts" "$tool $opts $ip" 120
-	done
-done
-# write_bw --write_with_imm has no credits for the receives its Writes
-# consume: fewer iterations than the default receive queue (512).
-for tool in ib_write_bw ib_write_lat; do
-	port=$((port + 1))
-	opts="-R -d $DEV -p $port -F -n 20 -s 64 --write_with_imm"
-	serve_client "$tool-imm" b "$port" "$tool $opts" "$tool $opts $ip" 120
-done
 barrier done
 pass
