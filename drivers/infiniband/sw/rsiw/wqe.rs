@@ -789,14 +789,14 @@ mod tests {
         ] {
             assert_eq!(check_sqe(&sqe(o, 1, 0), 6, U0), Err(Invalid::Opcode));
         }
-        // Past the kernel-only opcodes (`op::NUM` is `op::WRITE_WITH_IMM` for kernel QPs),
-        // and the receive-only one.
+        // The receive-only opcode, and past the kernel-only ones (Flush and Atomic Write are
+        // the last: a kernel QP posts no Verify).
         assert_eq!(
             check_sqe(&sqe(op::RECV_WRITE_IMM, 1, 0), 6, K),
             Err(Invalid::Opcode)
         );
         assert_eq!(
-            check_sqe(&sqe(op::RECV_WRITE_IMM + 1, 1, 0), 6, K),
+            check_sqe(&sqe(op::ATOMIC_WRITE + 1, 1, 0), 6, K),
             Err(Invalid::Opcode)
         );
         assert_eq!(check_sqe(&sqe(op::NUM, 1, 0), 6, U0), Err(Invalid::Opcode));
