@@ -385,33 +385,75 @@ impl<M: Deref<Target = Mem>> Placement<M> {
     /// not 8-byte aligned, or the word is not in the checked range; otherwise as
     /// [`Placement::write`].
     pub(crate) fn atomic_u64(&self, at: u64, op: impl FnMut(u64) -> u64) -> Result<u64> {
+        self.word(at, Rmw(op))
+    }
+
+    /// Runs `access` on the 8-byte aligned word at `at` of the checked range, in whichever
+    /// memory backs the region: the one dispatch of [`Placement::atomic_u64`] and
+    /// [`Placement::store_u64`].
+    fn word<A: WordAccess>(&self, at: u64, access: A) -> Result<A::Out> {
         let off = self.region_off(at, 8)?;
         match self.mem.kind {
             Kind::FastReg => {
                 let fr = self.mem.fr.lock();
-                return fr
-                    .as_ref()
-                    .ok_or(ENOENT)?
-                    .pages
-                    .atomic_u64(self.gen, off, op);
+                return access.pages(&fr.as_ref().ok_or(ENOENT)?.pages, self.gen, off);
             }
             Kind::Dma => {
                 let addr = self.mem.base.checked_add(off).ok_or(EINVAL)?;
-                return self
-                    .mem
-                    .kva
-                    .as_ref()
-                    .ok_or(EOPNOTSUPP)?
-                    .atomic_u64(addr, op);
+                return access.kva(self.mem.kva.as_ref().ok_or(EOPNOTSUPP)?, addr);
             }
             Kind::User => {}
         }
         let off = usize::try_from(off).map_err(|_| EINVAL)?;
         let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
         match &*guard {
-            Some(umem) => umem.atomic_u64(off, op),
+            Some(umem) => access.umem(umem, off),
             None => Err(EOPNOTSUPP),
         }
+    }
+}
+
+/// One access to an aligned 64-bit word of a region, for each kind of memory that can back it.
+trait WordAccess {
+    /// What the access returns.
+    type Out;
+    /// On the pages of a fast registration of generation `gen`, at byte `off` of the region.
+    fn pages(self, pages: &PageList, gen: u64, off: u64) -> Result<Self::Out>;
+    /// On kernel memory, at kernel virtual address `addr`.
+    fn kva(self, kva: &KernelVa, addr: u64) -> Result<Self::Out>;
+    /// On pinned user memory, at byte `off` of the pin.
+    fn umem(self, umem: &Umem, off: usize) -> Result<Self::Out>;
+}
+
+/// A read-modify-write: returns the word's value before `op` replaced it.
+struct Rmw<F>(F);
+
+impl<F: FnMut(u64) -> u64> WordAccess for Rmw<F> {
+    type Out = u64;
+    fn pages(self, pages: &PageList, gen: u64, off: u64) -> Result<u64> {
+        pages.atomic_u64(gen, off, self.0)
+    }
+    fn kva(self, kva: &KernelVa, addr: u64) -> Result<u64> {
+        kva.atomic_u64(addr, self.0)
+    }
+    fn umem(self, umem: &Umem, off: usize) -> Result<u64> {
+        umem.atomic_u64(off, self.0)
+    }
+}
+
+/// A store of release ordering of the 8 bytes.
+struct Store([u8; 8]);
+
+impl WordAccess for Store {
+    type Out = ();
+    fn pages(self, pages: &PageList, gen: u64, off: u64) -> Result {
+        pages.store_u64(gen, off, self.0)
+    }
+    fn kva(self, kva: &KernelVa, addr: u64) -> Result {
+        kva.store_u64(addr, self.0)
+    }
+    fn umem(self, umem: &Umem, off: usize) -> Result {
+        umem.store_u64(off, self.0)
     }
 }
 
@@ -421,33 +463,7 @@ impl<M: Deref<Target = Mem>> Placement<M> {
     /// every placement this CPU made before it). Does not sleep. Errors as
     /// [`Placement::atomic_u64`].
     pub(crate) fn store_u64(&self, at: u64, image: [u8; 8]) -> Result {
-        let off = self.region_off(at, 8)?;
-        match self.mem.kind {
-            Kind::FastReg => {
-                let fr = self.mem.fr.lock();
-                return fr
-                    .as_ref()
-                    .ok_or(ENOENT)?
-                    .pages
-                    .store_u64(self.gen, off, image);
-            }
-            Kind::Dma => {
-                let addr = self.mem.base.checked_add(off).ok_or(EINVAL)?;
-                return self
-                    .mem
-                    .kva
-                    .as_ref()
-                    .ok_or(EOPNOTSUPP)?
-                    .store_u64(addr, image);
-            }
-            Kind::User => {}
-        }
-        let off = usize::try_from(off).map_err(|_| EINVAL)?;
-        let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
-        match &*guard {
-            Some(umem) => umem.store_u64(off, image),
-            None => Err(EOPNOTSUPP),
-        }
+        self.word(at, Store(image))
     }
 }
 
