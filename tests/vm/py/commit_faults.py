@@ -56,7 +56,6 @@
 #
 # Exits 0 if all pass, 1 with a message otherwise.
 
-import socket
 import struct
 import sys
 import time
@@ -67,8 +66,9 @@ from pyverbs.cmid import ConnParam
 
 import cmutil
 from cmutil import fail, log
-from mpa_raw import KEY_REP, KEY_REQ, read_all
-from mpa_responder import recv_exact
+from mpa_raw import read_all
+import rawpeer
+from rawpeer import first_write, split_fpdus, untagged, write
 
 cmutil.NAME = 'commit_faults'
 
@@ -123,22 +123,6 @@ def digest(data):
     return struct.pack('<I', crc32c(data))
 
 
-def fpdu(ulpdu):
-    body = struct.pack('>H', len(ulpdu)) + ulpdu
-    body += bytes(-len(body) % 4)
-    return body + bytes(4)
-
-
-def untagged(opcode, qn, msn, rest):
-    """An untagged message of one segment (L=1, DV=1, RV=1); opcode has 5 bits."""
-    return fpdu(bytes([0x41, 0x40 | opcode]) + struct.pack('>IIII', 0, qn, msn, 0) + rest)
-
-
-def write(stag, to, data):
-    """An RDMA Write of one segment (T=1, L=1)."""
-    return fpdu(bytes([0xC1, 0x40]) + struct.pack('>IQ', stag, to) + data)
-
-
 def flush(msn, stag, to, length, flags):
     return untagged(0xC, 1, msn, struct.pack('>IIQI', stag, length, to, flags))
 
@@ -149,11 +133,6 @@ def verify(msn, stag, to, length, hash_value=b''):
 
 def awrite(msn, stag, to, data=D, length=8):
     return untagged(0x10, 1, msn, struct.pack('>IIQ', stag, length, to) + data)
-
-
-def first_write():
-    """A zero-length Write: the stream's first message, which checks nothing."""
-    return write(0, 0, b'')
 
 
 def fpdus(check, mrs):
@@ -247,35 +226,11 @@ def server(addr, port, checks, off):
         child.close()
 
 
-def split_fpdus(check, data):
-    """The FPDUs (no CRC, no Markers) in data."""
-    out = []
-    while data:
-        if len(data) < 2:
-            fail(f'{check}: {data.hex()} after the last whole FPDU')
-        (n,) = struct.unpack('>H', data[:2])
-        total = 2 + n + (-(2 + n) % 4) + 4
-        out.append(data[:total])
-        data = data[total:]
-    return out
-
-
-def connect(addr, port):
-    s = socket.create_connection((addr, port), timeout=30)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    s.sendall(KEY_REQ + bytes([0, 1]) + struct.pack('>H', 0))
-    hdr = recv_exact(s, 20)
-    if hdr[:16] != KEY_REP or hdr[16] & 0x20:
-        fail(f'not an accepting MPA Reply: {hdr!r}')
-    (pd_len,) = struct.unpack('>H', hdr[18:20])
-    pdata = recv_exact(s, pd_len)
-    return s, [struct.unpack('<QI', pdata[12 * i:12 * i + 12]) for i in range(6)]
-
-
 def client(addr, port, checks, off):
     port = int(port)
     for check, term in checks.items():
-        s, mrs = connect(addr, port)
+        s, pdata = rawpeer.connect(addr, port)
+        mrs = [struct.unpack('<QI', pdata[12 * i:12 * i + 12]) for i in range(6)]
         time.sleep(0.2)
         for f in fpdus(check, mrs):
             # Each list item is one sendall(): with TCP_NODELAY and an idle

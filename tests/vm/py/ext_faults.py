@@ -46,8 +46,9 @@ import pyverbs.enums as e
 
 import cmutil
 from cmutil import conn_param, fail, log
-from mpa_raw import KEY_REP, KEY_REQ, read_all
-from mpa_responder import recv_exact
+from mpa_raw import read_all
+import rawpeer
+from rawpeer import first_write, fpdu, split_fpdus, untagged
 
 cmutil.NAME = 'ext_faults'
 
@@ -70,17 +71,6 @@ CHECKS = {
 OFF_CHECKS = {'atom-disabled': (0, 2, 6), 'imm-disabled': (0, 2, 6)}
 
 
-def fpdu(ulpdu):
-    body = struct.pack('>H', len(ulpdu)) + ulpdu
-    body += bytes(-len(body) % 4)
-    return body + bytes(4)
-
-
-def untagged(opcode, qn, msn, rest):
-    """An untagged message of one segment (L=1, DV=1, RV=1) with fixed header rest."""
-    return fpdu(bytes([0x41, 0x40 | opcode]) + struct.pack('>IIII', 0, qn, msn, 0) + rest)
-
-
 def atomic_request(msn, stag, to, aop=0, add=5):
     """FetchAdd (aop 0) or CmpSwap (2) of 52 bytes: reserved/AOpCode, Request
     Identifier (the MSN), STag, TO, Add/Swap, its mask, Compare, its mask."""
@@ -96,11 +86,6 @@ def read_request(msn, src_stag, src_to, size):
 
 def imm_data(msn, data):
     return untagged(0x8, 0, msn, data)
-
-
-def first_write():
-    """A zero-length Write: the stream's first message, which checks nothing."""
-    return fpdu(bytes([0xC1, 0x40]) + struct.pack('>IQ', 0, 0))
 
 
 def fpdus(check, atomic, rw):
@@ -186,35 +171,12 @@ def pyverbs_mr(pd, access):
     return MR(pd, SIZE, access)
 
 
-def split_fpdus(check, data):
-    """The FPDUs (no CRC, no Markers) in data."""
-    out = []
-    while data:
-        if len(data) < 2:
-            fail(f'{check}: {data.hex()} after the last whole FPDU')
-        (n,) = struct.unpack('>H', data[:2])
-        total = 2 + n + (-(2 + n) % 4) + 4
-        out.append(data[:total])
-        data = data[total:]
-    return out
-
-
-def connect(addr, port):
-    s = socket.create_connection((addr, port), timeout=30)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    s.sendall(KEY_REQ + bytes([0, 1]) + struct.pack('>H', 0))
-    hdr = recv_exact(s, 20)
-    if hdr[:16] != KEY_REP or hdr[16] & 0x20:
-        fail(f'not an accepting MPA Reply: {hdr!r}')
-    (pd_len,) = struct.unpack('>H', hdr[18:20])
-    a, k, ra, rk = struct.unpack('<QIQI', recv_exact(s, pd_len)[:24])
-    return s, (a, k), (ra, rk)
-
-
 def client(addr, port, checks):
     port = int(port)
     for check, term in checks.items():
-        s, atomic, rw = connect(addr, port)
+        s, pdata = rawpeer.connect(addr, port)
+        a, k, ra, rk = struct.unpack('<QIQI', pdata[:24])
+        atomic, rw = (a, k), (ra, rk)
         time.sleep(0.2)
         for f in fpdus(check, atomic, rw):
             s.sendall(f)
