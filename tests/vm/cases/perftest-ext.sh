@@ -8,8 +8,8 @@
 # VM b serves, VM a is the client:
 #
 # - ib_atomic_bw and ib_atomic_lat with -A CMP_AND_SWAP and -A
-#   FETCH_AND_ADD; ib_atomic_bw also with 4 QPs (not bidirectional: see
-#   below);
+#   FETCH_AND_ADD; ib_atomic_bw also with 4 QPs and bidirectional (-b: both
+#   VMs are requester and responder at once);
 # - ib_write_bw --write_with_imm at 64 B and 64 KiB (a Write of many FPDUs,
 #   then its Immediate Data) and bidirectional, ib_write_lat
 #   --write_with_imm at 2 B and 4 KiB (each side answers a receive
@@ -71,14 +71,7 @@ for a in CMP_AND_SWAP FETCH_AND_ADD; do
 	pt "atomic_lat-$a" ib_atomic_lat 8 50 "Atomic $a Latency Test" -A "$a"
 done
 pt atomic_bw-q4 ib_atomic_bw 8 50 "Atomic FETCH_AND_ADD BW Test" -A FETCH_AND_ADD -q 4
-# Not ib_atomic_bw -b: it makes the client's QP the target of atomics too,
-# and a QP that librdmacm creates on the active side of an iWARP connection
-# has access flags 0 (the kernel's rdma_init_qp_attr() gives 0 while the
-# cm_id has no iw_cm id yet, and nothing applies iw_cm's flags later), which
-# rsiw counts as remote write and read, never remote atomic: the server's
-# atomics end in Terminate 0/1/2 and IBV_WC_REM_ACCESS_ERR. An application
-# gives the active side's QP remote atomic access with ibv_modify_qp()
-# (IBV_QP_ACCESS_FLAGS), as tests/vm/py/ext_pyverbs.py's QPs have it.
+pt atomic_bw-bidir ib_atomic_bw 8 50 "Atomic CMP_AND_SWAP Bidirectional BW Test" -A CMP_AND_SWAP -b
 # A Write with Immediate consumes a receive. iWARP has no RNR retry, and
 # perftest's credits for the receiver's reposting are ib_send_bw's only
 # (send_bw.c sets send_rcredit for IBV_TRANSPORT_IWARP; write_bw.c has no
