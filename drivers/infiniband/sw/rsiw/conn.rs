@@ -193,6 +193,19 @@ impl WorkItem for Conn {
         this.rx_work();
         this.tx_work();
         this.busy.fetch_sub(1, Full);
+        drop(this);
+        fault_work_delay();
+    }
+}
+
+/// Fault injection for tests (`fault_work_delay_ms`, 0 by default): holds a work item in
+/// module code after it dropped its connection, for as long as `rmmod` needs to free the
+/// module if nothing waited for the work item (`tests/vm/cases/rmmod-work-delay.sh`).
+fn fault_work_delay() {
+    let ms = crate::module_parameters::fault_work_delay_ms.value();
+    if ms != 0 {
+        pr_info!("fault_work_delay_ms: a work item sleeps {} ms\n", ms);
+        fsleep(Delta::from_millis(ms.into()));
     }
 }
 

@@ -79,6 +79,10 @@ module! {
             default: false,
             description: "RDMA Flush (global visibility) and Atomic Write of draft-talpey-rdma-commit on devices added from now on: advertised (IB_DEVICE_FLUSH_GLOBAL, IB_DEVICE_ATOMIC_WRITE), posted by kernel ULPs, accepted from peers. Off by default: ULPs must not assume them (draft 2.4)",
         },
+        fault_work_delay_ms: u32 {
+            default: 0,
+            description: "Testing only: every connection work item sleeps this long in module code after it dropped its connection (0: off)",
+        },
         relaxed_ird_negotiation: bool {
             default: true,
             description: "Adopt the peer's smaller IRD/ORD instead of refusing the connection (as siw)",
