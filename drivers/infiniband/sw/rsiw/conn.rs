@@ -20,14 +20,21 @@
 //!   the `rx` spinlock per chunk of received bytes, never across `tcp_read_sock()` (which may
 //!   send an ACK), and never sleeps. What needs a sleeping lock (moving the QP to ERROR) is
 //!   deferred to the work item.
-//! - TX runs in the work item (`tx` mutex) on the high-priority system work queue, or in the
-//!   doorbell's system call: it may sleep, and it is the only place that sends on the socket.
-//!   `post_send`, `write_space` and RX (responses to send, errors to report) only queue it.
+//! - TX runs in the work item (`tx` mutex) on the device's high-priority queue ([`ConnQueue`]),
+//!   or in the doorbell's system call: it may sleep, and it is the only place that sends on the
+//!   socket. `post_send`, `write_space` and RX (responses to send, errors to report) only queue it.
 //! - The path's `shared` spinlock (IRQ-safe) holds what both engines change.
 //!
 //! Lock order: `tx` mutex, then the QP's `modify` mutex (via [`RsiwQp::set_error`]), then the
 //! socket lock, then `rx` / `shared` / the QP's and CQs' spinlocks. The QP never calls into the
 //! `Conn` with its `modify` mutex held other than to queue work.
+//!
+//! # Life
+//!
+//! Work items run module code, so they run on a queue the device owns ([`ConnQueue`]), not
+//! on a system queue, which nothing flushes: the device drains it when it is freed, and
+//! `rmmod` waits for that. [`Conn::stop`] only keeps the work items off the QP, the socket and
+//! the endpoint, and waits for a pass that may still complete receives.
 
 use crate::{
     completer,
@@ -95,7 +102,8 @@ use kernel::{
         Delta, //
     },
     workqueue::{
-        self,
+        OwnedQueue,
+        QueueFlags,
         Work,
         WorkItem, //
     },
@@ -112,6 +120,44 @@ use kernel::{
 /// link (1 vCPU per side): ib_write_bw 64 KiB 75 -> 102 MB/s (TCP on that link: 111 MB/s), while
 /// placing everything in the work item lengthened 2-byte ib_write_lat by half.
 const RX_INLINE_MAX: usize = 8192;
+
+/// The work queue the connections of one device run their work items on; a field of
+/// [`RsiwDevice`], dropped after the connection manager.
+///
+/// A per-CPU queue like `system_highpri`, whose latency the data path needs (see
+/// [`RX_INLINE_MAX`]), with a rescuer (`WQ_MEM_RECLAIM`): NVMe-oF and NFS run over it, so it may
+/// have to make progress on the memory reclaim path. It need not be ordered: a work item never
+/// runs on two CPUs at once, and each connection has one.
+///
+/// Dropping it drains the queue: no work item of the device's connections runs afterwards,
+/// not even the end of its function after [`Conn::stop`] returned, so no rsiw code runs after
+/// `rmmod` (which waits for every device to be freed). By then every QP is destroyed and the
+/// connection manager has stopped every connection and drained its own queue, so nothing
+/// outside the queue queues work any more. Each [`Conn`] holds a reference to the queue; the
+/// last one, normally the device's (no connection outlives its device), destroys it.
+pub(crate) struct ConnQueue {
+    queue: Arc<OwnedQueue>,
+}
+
+impl ConnQueue {
+    /// Allocates the queue of a device. May sleep.
+    pub(crate) fn new() -> Result<Self> {
+        let queue = OwnedQueue::new(
+            c"rsiw_conn",
+            QueueFlags::PERCPU | QueueFlags::HIGHPRI | QueueFlags::MEM_RECLAIM,
+            0,
+        )?;
+        Ok(Self {
+            queue: Arc::new(queue, GFP_KERNEL)?,
+        })
+    }
+}
+
+impl Drop for ConnQueue {
+    fn drop(&mut self) {
+        self.queue.drain();
+    }
+}
 
 /// The connection manager's side of a connection.
 pub(crate) trait Endpoint: Send + Sync {
@@ -170,8 +216,10 @@ pub(crate) struct Conn {
     tx_blocked: AtomicFlag,
     /// `data_ready` left received bytes to the work item.
     rx_pending: AtomicFlag,
-    /// Work items queued or running.
+    /// Work items queued or running (up to the end of their passes, see [`Conn::stop`]).
     busy: Atomic<u32>,
+    /// The device's connection queue ([`ConnQueue`]), which the work item runs on.
+    queue: Arc<OwnedQueue>,
     /// The TX engine.
     #[pin]
     tx: Mutex<TxState>,
@@ -193,6 +241,8 @@ impl WorkItem for Conn {
         this.rx_work();
         this.tx_work();
         this.busy.fetch_sub(1, Full);
+        // From here `Conn::stop` may have returned and the connection may be freed; the rest
+        // of the function is module code that only the device's queue drain waits for.
         drop(this);
         fault_work_delay();
     }
@@ -257,6 +307,7 @@ impl Conn {
             qp.clone(),
         );
         let tx = TxState::new(p.rtr, sock.clone())?;
+        let queue = qp.device().conn_queue.queue.clone();
         let links = Links {
             qp: qp.clone(),
             sock,
@@ -271,6 +322,7 @@ impl Conn {
                 tx_blocked: AtomicFlag::new(false),
                 rx_pending: AtomicFlag::new(false),
                 busy: Atomic::new(0),
+                queue,
                 tx <- new_mutex!(tx, "rsiw_conn_tx"),
                 rx <- new_spinlock_irq!(rx, "rsiw_conn_rx"),
                 work <- new_work!("rsiw_conn_work"),
@@ -311,10 +363,7 @@ impl Conn {
             return;
         }
         this.busy.fetch_add(1, Full);
-        if workqueue::system_highpri()
-            .enqueue(Arc::from(this))
-            .is_err()
-        {
+        if this.queue.enqueue(Arc::from(this)).is_err() {
             // Already queued; it will see the new work.
             this.busy.fetch_sub(1, Full);
         }
@@ -407,7 +456,7 @@ impl Conn {
     }
 
     /// The connection is going away: stops using the socket and drops the QP reference;
-    /// returns when no TX/RX work runs any more. Process context.
+    /// returns when no TX/RX pass runs any more. Process context, not from the work item.
     pub(crate) fn stop(&self) {
         self.stopped.store(true, Release);
         // No RX chunk is processed after this.
@@ -427,11 +476,27 @@ impl Conn {
         drop(tx);
         drop(tx_sock);
         drop(links);
-        // Queued work items hold a reference to `self` and run module code: wait for them.
-        let mut n = 0u32;
-        while self.busy.load(Acquire) != 0 && n < 10_000 {
+        // A work item that started before `stopped` was set may still be in `rx_work`, placing
+        // and completing receives: wait for it, so that nothing completes after the flush
+        // above. Work items queued later see `stopped` and do nothing. The end of the work
+        // function, after its last decrement, is not waited for here: that is module code only,
+        // which the device's queue drain waits for ([`ConnQueue`]).
+        //
+        // The wait has no bound, and ends: the work item sleeps only on the `tx` mutex, the
+        // QP's `modify` mutex and the socket lock, none of which the callers hold (they hold at
+        // most the endpoint's mutex, which the work item never takes: it reports to the
+        // endpoint by queueing the endpoint's work), and ULP handlers it calls (completions,
+        // QP events) must not sleep. The warning reports a hang; it does not end the wait.
+        let mut ms = 0u32;
+        while self.busy.load(Acquire) != 0 {
+            if ms == 10_000 {
+                pr_warn!(
+                    "QP {}: stopping: a work item still runs after 10 s\n",
+                    self.path.qpn()
+                );
+            }
             fsleep(Delta::from_millis(1));
-            n += 1;
+            ms = ms.saturating_add(1);
         }
     }
 

@@ -14,6 +14,7 @@ use crate::{
         UrespAllocCtxExt, //
     },
     cm,
+    conn,
     cq::RsiwCq,
     limits,
     mem::{
@@ -232,6 +233,9 @@ pub(crate) struct RsiwDevice {
     qpns: QpNumbers<ARef<Qp<RsiwDevice>>>,
     /// The connection manager: listeners, connection endpoints and their work queue.
     pub(crate) cm: cm::DeviceCm,
+    /// The queue the data path of its connections runs on; dropped after `cm`, which stops
+    /// them, and drained then.
+    pub(crate) conn_queue: conn::ConnQueue,
     /// RFC 7306 atomics and immediate data are on (the `rfc7306` module parameter when the
     /// device was added: ib_core caches the attributes that advertise them).
     rfc7306: bool,
@@ -333,6 +337,7 @@ impl RsiwDevice {
             mem: MemTable::new()?,
             qpns: QpNumbers::new(limits::FIRST_QPN)?,
             cm: cm::DeviceCm::new()?,
+            conn_queue: conn::ConnQueue::new()?,
             rfc7306,
             commit: crate::module_parameters::commit.value(),
         })
