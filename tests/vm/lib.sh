@@ -287,6 +287,22 @@ _listening() {
 	return 1
 }
 
+# rping_flood ADDR PORT SIZE SECONDS [PINGS]: an rping -v server and client
+# on ADDR (both in this VM) moving SIZE-byte pings until they are stopped or
+# SECONDS pass; returns once the client has logged PINGS (2) pings. Sets slog,
+# clog (their logs in RSIW_OUT), spid and cpid.
+rping_flood() {
+	slog=$RSIW_OUT/server.log
+	clog=$RSIW_OUT/client.log
+	timeout "$4" rping -s -a "$1" -p "$2" -v -C 100000 -S "$3" >"$slog" 2>&1 &
+	spid=$!
+	wait_listen "$2" 30
+	timeout "$4" rping -c -a "$1" -p "$2" -v -C 100000 -S "$3" >"$clog" 2>&1 &
+	cpid=$!
+	wait_for 120 eval "[ \$(grep -ac 'ping data' $clog) -ge ${5:-2} ]" ||
+		die "no traffic"
+}
+
 # stall_watch TAG PID LIMIT: if PID still runs after 90 s (or 3/4 of LIMIT
 # seconds if that is shorter), print the TCP sockets (queues, cwnd, rtt) and
 # the QPs, so that a hang leaves its state in the console before the

@@ -28,14 +28,7 @@ run ip addr add 10.9.2.1/24 dev vethb0
 rsiw_up vetha0 "${RSIW_DRIVER}0"
 rsiw_up vethb0 "${RSIW_DRIVER}1"
 
-clog=$RSIW_OUT/client.log
-slog=$RSIW_OUT/server.log
-timeout 300 rping -s -a 10.9.1.1 -p 7001 -v -C 100000 -S 4096 >"$slog" 2>&1 &
-spid=$!
-wait_listen 7001 30
-timeout 300 rping -c -a 10.9.1.1 -p 7001 -v -C 100000 -S 4096 >"$clog" 2>&1 &
-cpid=$!
-wait_for 60 eval "[ \$(grep -ac 'ping data' $clog) -ge 20 ]" || die "no traffic"
+rping_flood 10.9.1.1 7001 4096 300 20
 res=$(rdma res show qp)
 echo "$res"
 assert_eq "$(grep -c "^link ${RSIW_DRIVER}0/1 .*state RTS" <<<"$res" || true)" 2 "connected QPs on ${RSIW_DRIVER}0"

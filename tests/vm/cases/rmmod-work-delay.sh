@@ -27,14 +27,7 @@ rsiw_up vetha0 rsiw0
 
 sleeps() { dmesg | grep -c 'rsiw: fault_work_delay_ms: a work item sleeps' || true; }
 
-clog=$RSIW_OUT/client.log
-slog=$RSIW_OUT/server.log
-timeout 280 rping -s -a 10.9.1.1 -p 7001 -v -C 100000 -S 32768 >"$slog" 2>&1 &
-spid=$!
-wait_listen 7001 30
-timeout 280 rping -c -a 10.9.1.1 -p 7001 -v -C 100000 -S 32768 >"$clog" 2>&1 &
-cpid=$!
-wait_for 120 eval "[ \$(grep -ac 'ping data' $clog) -ge 2 ]" || die "no traffic"
+rping_flood 10.9.1.1 7001 32768 280
 assert_eq "$(rdma res show qp | grep -c '^link rsiw0/1 .*state RTS' || true)" 2 "connected QPs"
 
 # Start rmmod right after a work item began its delay, with the rpings
