@@ -39,8 +39,9 @@ assert_eq "$(rdma res show qp | grep -c '^link rsiw0/1 .*state RTS' || true)" 2 
 n=$(sleeps)
 [ "$n" -gt 0 ] || die "no work item ran (fault_work_delay_ms not honoured?)"
 wait_for 60 eval "[ \$(sleeps) -gt $n ]" || die "no work item within 60 s"
-kill -9 $cpid $spid 2>/dev/null || true
+pkill -9 -x rping || true # cpid and spid are timeout(1)'s: it does not pass SIGKILL on
 wait $cpid $spid 2>/dev/null || true
+wait_for 30 eval '! pgrep -x rping >/dev/null' || die "rping still running 30 s after SIGKILL"
 wait_for 30 eval '[ "$(cat /sys/module/rsiw/refcnt)" = 0 ]' ||
 	die "rsiw still in use 30 s after the rpings ended"
 last_sleep() {
