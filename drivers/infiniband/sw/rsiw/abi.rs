@@ -15,11 +15,14 @@ use crate::{
         op,
         status,
         Cqe,
+        FlushArgs,
         Rqe,
         Sge,
         Sqe,
         CQ_CTRL_SIZE,
-        NUM_SGE, //
+        NUM_SGE,
+        VERIFY_DIGEST_OFFSET,
+        VERIFY_LEN_OFFSET, //
     },
 };
 use core::mem::{
@@ -65,7 +68,7 @@ pub(crate) struct UrespAllocCtxExt {
     pub(crate) pad: u32,
     /// The [`ext`] bits granted: a subset of the request's.
     pub(crate) ext_caps: u64,
-    /// Bytes of a Verify digest, 0 without `SIW_CTX_EXT_VERIFY` (never granted).
+    /// Bytes of a Verify digest, 0 without `SIW_CTX_EXT_VERIFY` ([`ext::verify_digest_len`]).
     pub(crate) verify_digest_len: u8,
     /// Zero.
     pub(crate) reserved: [u8; 7],
@@ -91,41 +94,82 @@ pub(crate) mod ext {
     pub(crate) const WRITE_WITH_IMM: u64 = 1 << 3;
     /// `SIW_OP_SEND_WITH_IMM`.
     pub(crate) const SEND_WITH_IMM: u64 = 1 << 4;
-    // Bits 5-8 (Flush global and persistent, Atomic Write, Verify) are defined by the ABI
-    // and never granted: the commit extensions are not implemented.
+    /// `SIW_OP_FLUSH` with `SIW_FLUSH_GLOBAL` (global visibility).
+    pub(crate) const FLUSH_GLOBAL: u64 = 1 << 5;
+    /// `SIW_OP_FLUSH` with `SIW_FLUSH_PERSISTENT`. Never granted: no region is persistent
+    /// memory (`IB_ACCESS_FLUSH_PERSISTENT` registrations are refused, the device does not
+    /// report `IB_DEVICE_FLUSH_PERSISTENT`).
+    pub(crate) const FLUSH_PERSISTENT: u64 = 1 << 6;
+    /// `SIW_OP_ATOMIC_WRITE`.
+    pub(crate) const ATOMIC_WRITE: u64 = 1 << 7;
+    /// `SIW_OP_VERIFY`; the context's `verify_digest_len` is [`VERIFY_DIGEST_LEN`].
+    ///
+    /// [`VERIFY_DIGEST_LEN`]: crate::wire::commit::VERIFY_DIGEST_LEN
+    pub(crate) const VERIFY: u64 = 1 << 8;
 
     /// The RFC 7306 extensions (the module parameter `rfc7306`).
     pub(crate) const RFC7306: u64 = ATOMICS | MASKED_ATOMICS | WRITE_WITH_IMM | SEND_WITH_IMM;
 
-    /// What a device supports: extended CQEs always, RFC 7306 if it is switched on.
-    pub(crate) const fn supported(rfc7306: bool) -> u64 {
+    /// The commit extensions rsiw grants (the module parameter `commit`): Flush to global
+    /// visibility, Verify and, on 64-bit kernels (one aligned 64-bit store, as the device
+    /// capability `IB_DEVICE_ATOMIC_WRITE`), Atomic Write. Not [`FLUSH_PERSISTENT`].
+    pub(crate) const COMMIT: u64 = if cfg!(CONFIG_64BIT) {
+        FLUSH_GLOBAL | ATOMIC_WRITE | VERIFY
+    } else {
+        FLUSH_GLOBAL | VERIFY
+    };
+
+    /// What a device supports: extended CQEs always, RFC 7306 and the commit extensions if
+    /// they are switched on.
+    pub(crate) const fn supported(rfc7306: bool, commit: bool) -> u64 {
+        let mut s = CQE;
         if rfc7306 {
-            CQE | RFC7306
-        } else {
-            CQE
+            s |= RFC7306;
         }
+        if commit {
+            s |= COMMIT;
+        }
+        s
     }
 
     /// What a context that asked for `req` gets: `req & supported`, nothing without
     /// [`CQE`] (a context that cannot read extended CQEs must not cause them). Unknown bits
     /// are not an error: a newer provider gets what this driver has.
-    pub(crate) const fn grant(req: u64, rfc7306: bool) -> u64 {
-        let g = req & supported(rfc7306);
+    pub(crate) const fn grant(req: u64, rfc7306: bool, commit: bool) -> u64 {
+        let g = req & supported(rfc7306, commit);
         if g & CQE == 0 {
             0
         } else {
             g
         }
     }
+
+    /// The `verify_digest_len` of a context that got `ext`: the device's digest length with
+    /// [`VERIFY`], 0 without.
+    pub(crate) const fn verify_digest_len(ext: u64) -> u8 {
+        if ext & VERIFY != 0 {
+            crate::wire::commit::VERIFY_DIGEST_LEN as u8
+        } else {
+            0
+        }
+    }
 }
 
 const _: () = {
-    // Unknown bits are no error; nothing without the extended CQEs; RFC 7306 only if on.
-    assert!(ext::grant(0, true) == 0);
-    assert!(ext::grant(u64::MAX, true) == 0x1f);
-    assert!(ext::grant(u64::MAX, false) == ext::CQE);
-    assert!(ext::grant(ext::RFC7306, true) == 0);
-    assert!(ext::grant(ext::CQE | ext::ATOMICS | (1 << 8), true) == ext::CQE | ext::ATOMICS);
+    // Unknown bits are no error; nothing without the extended CQEs; RFC 7306 and the commit
+    // extensions only if on; never Flush to persistence.
+    assert!(ext::grant(0, true, true) == 0);
+    assert!(ext::grant(u64::MAX, true, false) == 0x1f);
+    assert!(ext::grant(u64::MAX, false, false) == ext::CQE);
+    assert!(ext::grant(ext::RFC7306, true, true) == 0);
+    assert!(ext::grant(ext::COMMIT, true, true) == 0);
+    assert!(ext::grant(ext::CQE | ext::ATOMICS | (1 << 8), true, false) == ext::CQE | ext::ATOMICS);
+    assert!(ext::grant(u64::MAX, false, true) == ext::CQE | ext::COMMIT);
+    assert!(ext::grant(u64::MAX, true, true) & ext::FLUSH_PERSISTENT == 0);
+    assert!(ext::grant(ext::CQE | ext::FLUSH_PERSISTENT, true, true) == ext::CQE);
+    assert!(ext::grant(ext::CQE | ext::VERIFY | (1 << 9), false, true) == ext::CQE | ext::VERIFY);
+    assert!(ext::verify_digest_len(ext::CQE | ext::VERIFY) == 4);
+    assert!(ext::verify_digest_len(ext::CQE | (ext::COMMIT & !ext::VERIFY)) == 0);
 };
 
 /// The mmap key of a queue that is not mapped (`SIW_INVAL_UOBJ_KEY`).
@@ -228,6 +272,19 @@ const _: () = {
     assert!(ext::MASKED_ATOMICS == uapi::siw_ctx_ext_SIW_CTX_EXT_MASKED_ATOMICS as u64);
     assert!(ext::WRITE_WITH_IMM == uapi::siw_ctx_ext_SIW_CTX_EXT_WRITE_WITH_IMM as u64);
     assert!(ext::SEND_WITH_IMM == uapi::siw_ctx_ext_SIW_CTX_EXT_SEND_WITH_IMM as u64);
+    assert!(ext::FLUSH_GLOBAL == uapi::siw_ctx_ext_SIW_CTX_EXT_FLUSH_GLOBAL as u64);
+    assert!(ext::FLUSH_PERSISTENT == uapi::siw_ctx_ext_SIW_CTX_EXT_FLUSH_PERSISTENT as u64);
+    assert!(ext::ATOMIC_WRITE == uapi::siw_ctx_ext_SIW_CTX_EXT_ATOMIC_WRITE as u64);
+    assert!(ext::VERIFY == uapi::siw_ctx_ext_SIW_CTX_EXT_VERIFY as u64);
+    assert!(op::FLUSH as u32 == uapi::siw_opcode_SIW_OP_FLUSH);
+    assert!(op::ATOMIC_WRITE as u32 == uapi::siw_opcode_SIW_OP_ATOMIC_WRITE);
+    assert!(op::VERIFY as u32 == uapi::siw_opcode_SIW_OP_VERIFY);
+    assert!(crate::wire::commit::VERIFY_MAX_HASH == uapi::SIW_MAX_VERIFY_DIGEST as usize);
+    assert!(FlushArgs::PERSISTENT == uapi::siw_flush_flags_SIW_FLUSH_PERSISTENT);
+    assert!(FlushArgs::GLOBAL == uapi::siw_flush_flags_SIW_FLUSH_GLOBAL);
+    assert!(FlushArgs::REGION == uapi::siw_flush_flags_SIW_FLUSH_REGION);
+    assert!(size_of::<uapi::siw_sqe_verify>() == 96);
+    assert!(VERIFY_LEN_OFFSET == 40 && VERIFY_DIGEST_OFFSET == 48);
     assert!(op::NUM as u32 == uapi::siw_opcode_SIW_NUM_OPCODES);
     assert!(op::WRITE_WITH_IMM as u32 == uapi::siw_opcode_SIW_OP_WRITE_WITH_IMM);
     assert!(op::MASKED_FETCH_AND_ADD as u32 == uapi::siw_opcode_SIW_OP_MASKED_FETCH_AND_ADD);

@@ -30,10 +30,12 @@ use crate::{
             access_error,
             Target as AccessTarget, //
         },
+        commit::VERIFY_DIGEST_LEN,
         hdr::Body,
         rx::Segment,
         stream::Request,
         term::{
+            RdmapCode,
             TermCode,
             TermEcho,
             DDP_ETYPE_TAGGED,
@@ -95,25 +97,51 @@ pub(crate) fn response_end(out: &mut RxOut) {
 /// Identifier (T-12, ATOM-06); anything else, or a response with nothing outstanding, is an
 /// invalid response: 0/2/06 (ATOM-13, D-02). An Atomic Response's original value goes into
 /// the request's 8-byte result buffer (native byte order, ATOM-10) before the request can
-/// complete. Out of line: rare on the paths that must be short.
+/// complete, a Verify Response's digest (`payload`, VERIFY-05) into the Verify's digest
+/// sink, if it has one: a digest of another length than rsiw's is an invalid response too.
+/// Out of line: rare on the paths that must be short.
 #[inline(never)]
 pub(crate) fn response(
     path: &Path,
     qp: &Qp<RsiwDevice>,
     seg: &Segment,
+    payload: &[u8],
     out: &mut RxOut,
 ) -> Result<(), RxError> {
     let a = path
         .response(seg)
         .map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
-    if let (Request::Atomic { .. }, Body::AtomicResponse(r)) = (a.req, &seg.body) {
-        let sink = a.local.sink;
+    let orig;
+    let data: &[u8] = match (a.req, &seg.body) {
+        (Request::Atomic { .. }, Body::AtomicResponse(r)) => {
+            orig = r.orig.to_ne_bytes();
+            &orig
+        }
+        (Request::Verify, _) => {
+            if payload.len() != VERIFY_DIGEST_LEN {
+                return Err(RxError::Term(
+                    TermCode::operation(RdmapCode::UnexpectedOpcode),
+                    TermEcho::Ddp,
+                ));
+            }
+            payload
+        }
+        _ => &[],
+    };
+    let sink = a.local.sink;
+    if !data.is_empty() && sink.length > 0 {
         let placed = qp
             .device()
             .mem()
-            .check(path.pd(), sink.lkey, Rights::LOCAL_WRITE, sink.laddr, 8)
+            .check(
+                path.pd(),
+                sink.lkey,
+                Rights::LOCAL_WRITE,
+                sink.laddr,
+                data.len() as u64,
+            )
             .ok()
-            .is_some_and(|p| p.write(0, &r.orig.to_ne_bytes()).is_ok());
+            .is_some_and(|p| p.write(0, data).is_ok());
         if !placed {
             // The result buffer went away since the request was sent: a local error.
             return Err(Fail::local().into());
@@ -183,10 +211,16 @@ pub(crate) fn flush(path: &Path, qp: &Qp<RsiwDevice>) {
 }
 
 /// The completion status of the outstanding request a peer's Terminate refers to: an access
-/// violation (RDMAP remote protection, DDP tagged buffer) is `REM_ACCESS_ERR`, a refused
-/// operation (RDMAP remote operation, DDP untagged buffer) `REM_INV_REQ_ERR`, anything else
-/// (catastrophic, LLP) `GENERAL_ERR`.
+/// violation (RDMAP remote protection, DDP tagged buffer) is `REM_ACCESS_ERR`, an operation
+/// that the peer performed and that failed (RDMAP remote operation, unspecified: a Flush that
+/// could not be performed, a Verify whose digest did not match, spec-map D-02)
+/// `REM_OP_ERR`, a refused operation (the other RDMAP remote operation errors, DDP untagged
+/// buffer) `REM_INV_REQ_ERR`, anything else (catastrophic, LLP) `GENERAL_ERR`. A legacy user
+/// context sees `REM_OP_ERR` as `GENERAL_ERR` (`status::for_legacy`).
 pub(crate) fn peer_term_status(c: TermCode) -> u16 {
+    if c == TermCode::operation(RdmapCode::Unspecified) {
+        return status::REM_OP_ERR;
+    }
     match (c.layer, c.etype) {
         (LAYER_RDMAP, RDMAP_ETYPE_PROTECTION) | (LAYER_DDP, DDP_ETYPE_TAGGED) => {
             status::REM_ACCESS_ERR

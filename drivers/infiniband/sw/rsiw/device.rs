@@ -425,12 +425,12 @@ impl RsiwUcontext {
             })?;
             return Ok(0);
         }
-        let ext = abi::ext::grant(req.ext_req, dev.rfc7306);
+        let ext = abi::ext::grant(req.ext_req, dev.rfc7306, dev.commit);
         udata.respond(&UrespAllocCtxExt {
             dev_id: dev.part_id,
             pad: 0,
             ext_caps: ext,
-            verify_digest_len: 0,
+            verify_digest_len: abi::ext::verify_digest_len(ext),
             reserved: [0; 7],
         })?;
         Ok(ext)

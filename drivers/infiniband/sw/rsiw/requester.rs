@@ -39,6 +39,7 @@ use crate::{
     qp::RsiwQp,
     stag::Rights,
     wire::{
+        commit::VERIFY_DIGEST_LEN,
         fpdu::{
             mulpdu_from_mss,
             CRC_LEN,
@@ -54,6 +55,7 @@ use crate::{
             Placement as WirePlacement,
             ReadRequest,
             SinkRange,
+            VerifyRequest,
             IMM_LEN,
             QN_READ_REQ,
             QN_SEND,
@@ -74,10 +76,12 @@ use crate::{
         status,
         AtomicArgs,
         FlushArgs,
+        Sge,
         SqCompletion,
-        Sqe, //
+        Sqe,
+        VerifyArgs,
         MAX_INLINE,
-        NUM_SGE,
+        NUM_SGE, //
     },
 };
 use kernel::{
@@ -265,66 +269,28 @@ impl Requester {
         mulpdu: u16,
     ) -> Result<bool, Fatal> {
         let sqe = &self.sqe;
-        let fail = |st: u16| self.failed(st);
-        if path.ord() == 0 {
-            // We negotiated not to send Read Requests (siw: EINVAL, LOC_QP_OP_ERR).
-            return Err(fail(status::LOC_QP_OP_ERR));
-        }
         let sink = sqe.sge[0];
         let size = if sqe.num_sge == 0 { 0 } else { sink.length };
         // The sink must be writable by us (the response is placed there).
         if size > 0 {
-            qp.device()
-                .mem()
-                .check(
-                    path.pd(),
-                    sink.lkey,
-                    Rights::LOCAL_WRITE,
-                    sink.laddr,
-                    u64::from(size),
-                )
-                .map_err(|_| fail(status::LOC_PROT_ERR))?;
+            self.check_sink(path, qp, sink, u64::from(size))?;
         }
-        let msn = out
-            .peek_msn(QN_READ_REQ)
-            .ok_or(fail(status::LOC_QP_OP_ERR))?;
+        let wr = self.orq_wr(read_opcode(sqe.opcode == op::READ_LOCAL_INV), size, sink);
+        let body = Body::ReadRequest(ReadRequest {
+            sink_stag: sink.lkey,
+            sink_to: sink.laddr,
+            size,
+            src_stag: sqe.rkey,
+            src_to: sqe.raddr,
+        });
         let req = Request::Read {
             sink_stag: sink.lkey,
             sink_to: sink.laddr,
             size,
         };
-        let wr = OrqWr {
-            id: Some(sqe.id),
-            opcode: read_opcode(sqe.opcode == op::READ_LOCAL_INV),
-            signalled: sqe.flags & flags::SIGNALLED != 0,
-            len: size,
-            sink,
-            status: status::SUCCESS,
-        };
-        if path.issue(req, wr, earlier) == Issue::Wait {
-            return Ok(false);
-        }
-        let _ = out.take_msn(QN_READ_REQ);
-        let msg = TxMessage {
-            opcode: Opcode::ReadRequest,
-            placement: WirePlacement::Untagged {
-                inv_stag: 0,
-                qn: QN_READ_REQ,
-                msn,
-                mo: 0,
-            },
-            body: Body::ReadRequest(ReadRequest {
-                sink_stag: sink.lkey,
-                sink_to: sink.laddr,
-                size,
-                src_stag: sqe.rkey,
-                src_to: sqe.raddr,
-            }),
-            payload_len: 0,
-        };
-        out.start(msg, Src::None, Done::Nothing, mulpdu)
-            .map_err(|_| fail(status::LOC_QP_OP_ERR))?;
-        Ok(true)
+        self.start_request(path, out, earlier, mulpdu, wr, Src::None, |_| {
+            Some((Opcode::ReadRequest, body, req))
+        })
     }
 
     /// Starts the message of the SQE in `pending` (not a local operation): returns `Ok(false)`
@@ -343,14 +309,20 @@ impl Requester {
         if self.sqe.flags & flags::READ_FENCE != 0 && path.fenced() {
             return Ok(false);
         }
-        if matches!(self.sqe.opcode, op::READ | op::READ_LOCAL_INV) {
-            return self.start_read(path, qp, out, earlier, mulpdu);
-        }
-        if op::is_atomic(self.sqe.opcode) {
-            return self.start_atomic(path, qp, out, earlier, mulpdu);
-        }
-        if op::is_commit(self.sqe.opcode) {
-            return self.start_commit(path, out, earlier, mulpdu);
+        let o = self.sqe.opcode;
+        let read = matches!(o, op::READ | op::READ_LOCAL_INV);
+        if read || op::is_atomic(o) || op::is_commit(o) {
+            if path.ord() == 0 {
+                // We negotiated not to send QN 1 requests (siw: EINVAL, LOC_QP_OP_ERR).
+                return Err(self.failed(status::LOC_QP_OP_ERR));
+            }
+            if read {
+                return self.start_read(path, qp, out, earlier, mulpdu);
+            }
+            if op::is_atomic(o) {
+                return self.start_atomic(path, qp, out, earlier, mulpdu);
+            }
+            return self.start_commit(path, qp, out, earlier, mulpdu);
         }
         let sqe = &self.sqe;
         let fail = |st: u16| self.failed(st);
@@ -484,106 +456,147 @@ impl Requester {
         mulpdu: u16,
     ) -> Result<bool, Fatal> {
         let sqe = &self.sqe;
-        let fail = |st: u16| self.failed(st);
-        if path.ord() == 0 {
-            // No QN 1 request may be outstanding (as for a Read).
-            return Err(fail(status::LOC_QP_OP_ERR));
-        }
         // The original value is placed into the one 8-byte SGE (checked by `check_sqe`).
         let sink = sqe.sge[0];
-        qp.device()
-            .mem()
-            .check(path.pd(), sink.lkey, Rights::LOCAL_WRITE, sink.laddr, 8)
-            .map_err(|_| fail(status::LOC_PROT_ERR))?;
-        let msn = out
-            .peek_msn(QN_READ_REQ)
-            .ok_or(fail(status::LOC_QP_OP_ERR))?;
+        self.check_sink(path, qp, sink, 8)?;
+        let wr = self.orq_wr(sqe.opcode, 8, sink);
         // The Request Identifier is ours to choose: the request's QN 1 MSN, unique among
         // the outstanding ones.
-        let body = atomic_request(sqe, msn).ok_or(fail(status::LOC_QP_OP_ERR))?;
-        let wr = OrqWr {
-            id: Some(sqe.id),
-            opcode: sqe.opcode,
-            signalled: sqe.flags & flags::SIGNALLED != 0,
-            len: 8,
-            sink,
-            status: status::SUCCESS,
-        };
-        if path.issue(Request::Atomic { req_id: msn }, wr, earlier) == Issue::Wait {
-            return Ok(false);
-        }
-        let _ = out.take_msn(QN_READ_REQ);
-        let msg = TxMessage {
-            opcode: Opcode::AtomicRequest,
-            placement: WirePlacement::Untagged {
-                inv_stag: 0,
-                qn: QN_READ_REQ,
-                msn,
-                mo: 0,
-            },
-            body: Body::AtomicRequest(body),
-            payload_len: 0,
-        };
-        out.start(msg, Src::None, Done::Nothing, mulpdu)
-            .map_err(|_| fail(status::LOC_QP_OP_ERR))?;
-        Ok(true)
+        self.start_request(path, out, earlier, mulpdu, wr, Src::None, |msn| {
+            let body = Body::AtomicRequest(atomic_request(sqe, msn)?);
+            Some((Opcode::AtomicRequest, body, Request::Atomic { req_id: msn }))
+        })
     }
 
-    /// Starts the Flush or Atomic Write Request of the SQE in `pending`: `Ok(false)` if it
-    /// waits for an ORD credit, which it shares with Reads and atomics (CMT-02, T-04). It
-    /// completes when its QN 3 response arrives, in send queue order (the completer). Out of
-    /// line: rare on the paths that must be short.
+    /// Starts the Flush, Atomic Write or Verify Request of the SQE in `pending`: `Ok(false)`
+    /// if it waits for an ORD credit, which it shares with Reads and atomics (CMT-02, T-04).
+    /// It completes when its QN 3 response arrives, in send queue order (the completer); a
+    /// Verify's digest goes into its sink SGE then. Out of line: rare on the paths that must
+    /// be short.
     #[inline(never)]
     fn start_commit(
         &mut self,
         path: &Path,
+        qp: &Qp<RsiwDevice>,
         out: &mut Outgoing,
         earlier: &mut [(usize, Done)],
         mulpdu: u16,
     ) -> Result<bool, Fatal> {
         let sqe = &self.sqe;
-        let fail = |st: u16| self.failed(st);
-        if path.ord() == 0 {
-            // No QN 1 request may be outstanding (as for a Read).
-            return Err(fail(status::LOC_QP_OP_ERR));
-        }
         let sink = SinkRange {
             stag: sqe.rkey,
             len: 0,
             to: sqe.raddr,
         };
-        let (opcode, body, req, len) = if sqe.opcode == op::FLUSH {
-            let f = FlushArgs::from_sqe(sqe);
-            let body = Body::FlushRequest(FlushRequest {
-                sink: SinkRange {
-                    len: f.length,
-                    ..sink
-                },
-                flags: f.flags,
-            });
-            (Opcode::FlushRequest, body, Request::Flush, 0)
-        } else {
-            let body = Body::AtomicWriteRequest(AtomicWriteRequest {
-                sink: SinkRange { len: 8, ..sink },
-                data: atomic_write_data(sqe),
-            });
-            (Opcode::AtomicWriteRequest, body, Request::AtomicWrite, 8)
+        let (opcode, body, req, wr, src) = match sqe.opcode {
+            op::FLUSH => {
+                let f = FlushArgs::from_sqe(sqe);
+                let body = Body::FlushRequest(FlushRequest {
+                    sink: SinkRange {
+                        len: f.length,
+                        ..sink
+                    },
+                    flags: f.flags,
+                });
+                let wr = self.orq_wr(sqe.opcode, 0, Sge::default());
+                (Opcode::FlushRequest, body, Request::Flush, wr, Src::None)
+            }
+            op::ATOMIC_WRITE => {
+                let body = Body::AtomicWriteRequest(AtomicWriteRequest {
+                    sink: SinkRange { len: 8, ..sink },
+                    data: atomic_write_data(sqe),
+                });
+                let wr = self.orq_wr(sqe.opcode, 8, Sge::default());
+                let req = Request::AtomicWrite;
+                (Opcode::AtomicWriteRequest, body, req, wr, Src::None)
+            }
+            _ => {
+                // Verify (VERIFY-01): the range, and the expected digest as the Hash Value
+                // (none: the responder returns its digest). The digest of the response goes
+                // into the sink SGE, if there is one (`check_sqe`: it holds a whole digest).
+                let v = VerifyArgs::from_sqe(sqe);
+                let dsink = if sqe.num_sge == 1 {
+                    self.check_sink(path, qp, sqe.sge[0], VERIFY_DIGEST_LEN as u64)?;
+                    sqe.sge[0]
+                } else {
+                    Sge::default()
+                };
+                let hash = v.hash();
+                let mut data = [0u8; MAX_INLINE];
+                if !fill(data.get_mut(..hash.len()), hash) {
+                    return Err(self.failed(status::LOC_QP_OP_ERR));
+                }
+                let body = Body::VerifyRequest(VerifyRequest {
+                    sink: SinkRange {
+                        len: v.length,
+                        ..sink
+                    },
+                });
+                let wr = self.orq_wr(sqe.opcode, VERIFY_DIGEST_LEN as u32, dsink);
+                let src = Src::Inline(data, hash.len());
+                (Opcode::VerifyRequest, body, Request::Verify, wr, src)
+            }
         };
-        let wr = OrqWr {
-            id: Some(sqe.id),
-            opcode: sqe.opcode,
-            signalled: sqe.flags & flags::SIGNALLED != 0,
+        self.start_request(path, out, earlier, mulpdu, wr, src, |_| {
+            Some((opcode, body, req))
+        })
+    }
+
+    /// Checks that `len` bytes of the local SGE `sink` are ours to write (where a response
+    /// is placed); a local protection error fails the pending element.
+    fn check_sink(
+        &self,
+        path: &Path,
+        qp: &Qp<RsiwDevice>,
+        sink: Sge,
+        len: u64,
+    ) -> Result<(), Fatal> {
+        qp.device()
+            .mem()
+            .check(path.pd(), sink.lkey, Rights::LOCAL_WRITE, sink.laddr, len)
+            .map(|_| ())
+            .map_err(|_| self.failed(status::LOC_PROT_ERR))
+    }
+
+    /// The ORQ entry of the pending element: it completes with `opcode` and `len` bytes, and
+    /// its response is placed into `sink` (if it has one).
+    fn orq_wr(&self, opcode: u8, len: u32, sink: Sge) -> OrqWr {
+        OrqWr {
+            id: Some(self.sqe.id),
+            opcode,
+            signalled: self.sqe.flags & flags::SIGNALLED != 0,
             len,
-            sink: Default::default(),
+            sink,
             status: status::SUCCESS,
-        };
-        let msn = out
-            .peek_msn(QN_READ_REQ)
-            .ok_or(fail(status::LOC_QP_OP_ERR))?;
+        }
+    }
+
+    /// Starts a QN 1 request (Read, Atomic, Flush, Verify or Atomic Write; the caller checked
+    /// that ORD is not 0) of the pending element: records it in the ORQ as `wr` within ORD
+    /// (`Ok(false)` if it waits for a credit) and starts its message, with payload `src`.
+    /// `build` makes its opcode, header and ORQ request from the message's MSN.
+    #[allow(clippy::too_many_arguments)]
+    fn start_request(
+        &self,
+        path: &Path,
+        out: &mut Outgoing,
+        earlier: &mut [(usize, Done)],
+        mulpdu: u16,
+        wr: OrqWr,
+        src: Src,
+        build: impl FnOnce(u32) -> Option<(Opcode, Body, Request)>,
+    ) -> Result<bool, Fatal> {
+        let fail = || self.failed(status::LOC_QP_OP_ERR);
+        let msn = out.peek_msn(QN_READ_REQ).ok_or_else(fail)?;
+        let (opcode, body, req) = build(msn).ok_or_else(fail)?;
         if path.issue(req, wr, earlier) == Issue::Wait {
             return Ok(false);
         }
         let _ = out.take_msn(QN_READ_REQ);
+        let payload_len = match &src {
+            Src::Inline(_, n) => u32::try_from(*n).map_err(|_| fail())?,
+            _ => 0,
+        };
         let msg = TxMessage {
             opcode,
             placement: WirePlacement::Untagged {
@@ -593,10 +606,10 @@ impl Requester {
                 mo: 0,
             },
             body,
-            payload_len: 0,
+            payload_len,
         };
-        out.start(msg, Src::None, Done::Nothing, mulpdu)
-            .map_err(|_| fail(status::LOC_QP_OP_ERR))?;
+        out.start(msg, src, Done::Nothing, mulpdu)
+            .map_err(|_| fail())?;
         Ok(true)
     }
 

@@ -328,6 +328,19 @@ impl RxState {
                 self.untagged
                     .check(seg, Some(u64::MAX))
                     .map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
+                if seg.hdr.opcode == Opcode::VerifyResponse {
+                    // Its digest, single segment, for the completer: else an invalid response.
+                    if !seg.hdr.last || len > VERIFY_MAX_HASH as u64 {
+                        return Err(RxError::Term(
+                            TermCode::operation(RdmapCode::UnexpectedOpcode),
+                            TermEcho::Ddp,
+                        ));
+                    }
+                    self.target = Target::Hash(HashBuf {
+                        b: [0; VERIFY_MAX_HASH],
+                        n: 0,
+                    });
+                }
             }
             (Role::Terminate, _) => {}
             _ => {
@@ -456,7 +469,8 @@ impl RxState {
             }
             (Role::Response, _) => {
                 if let Some(seg) = &response {
-                    completer::response(path, qp, seg, out)?;
+                    let digest = hash.as_ref().map_or(&[][..], HashBuf::bytes);
+                    completer::response(path, qp, seg, digest, out)?;
                 }
             }
             (Role::Terminate, _) => return Err(terminated(path, qp, &body).into()),

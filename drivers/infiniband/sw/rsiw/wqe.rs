@@ -10,7 +10,11 @@
 
 use crate::{
     abi::ext,
-    limits, //
+    limits,
+    wire::commit::{
+        VERIFY_DIGEST_LEN,
+        VERIFY_MAX_HASH, //
+    },
 };
 use kernel::{
     prelude::*,
@@ -254,20 +258,22 @@ pub(crate) mod op {
     /// Receive of an RDMA Write with immediate data, or of Immediate Data alone (completions
     /// only).
     pub(crate) const RECV_WRITE_IMM: u8 = 15;
-    /// RDMA Flush (`SIW_OP_FLUSH`, [`super::FlushArgs`]): kernel QPs only, with the commit
-    /// extensions on.
+    /// RDMA Flush (`SIW_OP_FLUSH`, [`super::FlushArgs`]): kernel QPs and user contexts that
+    /// got a Flush bit, with the commit extensions on.
     pub(crate) const FLUSH: u8 = 16;
-    /// Atomic Write (`SIW_OP_ATOMIC_WRITE`, [`super::atomic_write_data`]): kernel QPs only,
-    /// with the commit extensions on.
+    /// Atomic Write (`SIW_OP_ATOMIC_WRITE`, [`super::atomic_write_data`]): kernel QPs and user
+    /// contexts that got the bit, with the commit extensions on.
     pub(crate) const ATOMIC_WRITE: u8 = 17;
-    /// Number of opcodes of extended contexts (`SIW_NUM_OPCODES_EXT`): Verify (18) is defined
-    /// by the ABI, not implemented as a requester.
+    /// RDMA Verify (`SIW_OP_VERIFY`, [`super::VerifyArgs`]): user contexts that got the bit
+    /// (no kernel verb has it).
+    pub(crate) const VERIFY: u8 = 18;
+    /// Number of opcodes of extended contexts (`SIW_NUM_OPCODES_EXT`).
     pub(crate) const NUM_EXT: u8 = 19;
 
     /// Whether `opcode` is a request of the commit extensions: it expects a QN 3 response
     /// and takes an ORD credit (CMT-02).
     pub(crate) const fn is_commit(opcode: u8) -> bool {
-        matches!(opcode, FLUSH | ATOMIC_WRITE)
+        matches!(opcode, FLUSH | ATOMIC_WRITE | VERIFY)
     }
 
     /// Whether `opcode` is one of the four atomics.
@@ -406,6 +412,69 @@ pub(crate) fn set_atomic_write_data(sqe: &mut Sqe, data: [u8; 8]) {
     }
 }
 
+/// The byte offset of `length` in an SQE of `SIW_OP_VERIFY` (`struct siw_sqe_verify`, after
+/// the digest sink in `sge[0]`).
+pub(crate) const VERIFY_LEN_OFFSET: usize = 40;
+/// The byte offset of `digest_len` in an SQE of `SIW_OP_VERIFY`.
+const VERIFY_DIGEST_LEN_OFFSET: usize = 44;
+/// The byte offset of `digest` in an SQE of `SIW_OP_VERIFY`.
+pub(crate) const VERIFY_DIGEST_OFFSET: usize = 48;
+/// The end of `digest` in an SQE of `SIW_OP_VERIFY` (`reserved2` follows).
+const VERIFY_DIGEST_END: usize = VERIFY_DIGEST_OFFSET + VERIFY_MAX_HASH;
+
+/// The operands of a Verify send queue element (`struct siw_sqe_verify`, bytes 24-119 of the
+/// SQE): the digest sink is `sge[0]` (if `num_sge` is 1), then these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct VerifyArgs {
+    /// Bytes to verify at `raddr`.
+    pub(crate) length: u32,
+    /// Bytes of `digest` to send as the request's Hash Value (0: ask for the digest).
+    pub(crate) digest_len: u8,
+    /// The expected digest.
+    pub(crate) digest: [u8; VERIFY_MAX_HASH],
+}
+
+impl VerifyArgs {
+    /// Reads the operands from `sqe` (as they are: [`check_sqe`] checks them).
+    pub(crate) fn from_sqe(sqe: &Sqe) -> Self {
+        let b = sqe.as_bytes();
+        let mut len = [0u8; 4];
+        if let Some(s) = b.get(VERIFY_LEN_OFFSET..VERIFY_DIGEST_LEN_OFFSET) {
+            len.copy_from_slice(s);
+        }
+        let mut digest = [0u8; VERIFY_MAX_HASH];
+        if let Some(s) = b.get(VERIFY_DIGEST_OFFSET..VERIFY_DIGEST_END) {
+            digest.copy_from_slice(s);
+        }
+        Self {
+            length: u32::from_ne_bytes(len),
+            digest_len: b.get(VERIFY_DIGEST_LEN_OFFSET).copied().unwrap_or(0),
+            digest,
+        }
+    }
+
+    /// Stores the operands into `sqe`.
+    pub(crate) fn to_sqe(self, sqe: &mut Sqe) {
+        let b = sqe.as_mut_bytes();
+        if let Some(d) = b.get_mut(VERIFY_LEN_OFFSET..VERIFY_DIGEST_LEN_OFFSET) {
+            d.copy_from_slice(&self.length.to_ne_bytes());
+        }
+        if let Some(d) = b.get_mut(VERIFY_DIGEST_LEN_OFFSET) {
+            *d = self.digest_len;
+        }
+        if let Some(d) = b.get_mut(VERIFY_DIGEST_OFFSET..VERIFY_DIGEST_END) {
+            d.copy_from_slice(&self.digest);
+        }
+    }
+
+    /// The Hash Value the request carries: the first `digest_len` bytes of `digest`.
+    pub(crate) fn hash(&self) -> &[u8] {
+        self.digest
+            .get(..usize::from(self.digest_len))
+            .unwrap_or(&[])
+    }
+}
+
 /// Where an RDMA Write with immediate data keeps its immediate (`write_imm_data`, the last 4
 /// bytes of the SQE): the `lkey` of the last SGE, which it therefore cannot use (at most
 /// `NUM_SGE - 1` SGEs, or [`MAX_INLINE_WRITE_IMM`] bytes inline).
@@ -531,8 +600,8 @@ impl Invalid {
 
 /// Returns whether `opcode` may be posted to a send queue by `who`. A legacy user context
 /// (libsiw) posts only Write, Read, Send and Send with Invalidate; an extended one also the
-/// RFC 7306 operations it got ([`ext`]); the other operations are kernel verbs (whose RFC 7306
-/// operations were checked against the device when posted).
+/// RFC 7306 and commit operations it got ([`ext`]); the other operations are kernel verbs
+/// (whose RFC 7306 and commit operations were checked against the device when posted).
 pub(crate) fn sq_opcode_allowed(opcode: u8, who: Consumer) -> bool {
     let got = |bit: u64| match who {
         Consumer::Kernel => true,
@@ -545,9 +614,12 @@ pub(crate) fn sq_opcode_allowed(opcode: u8, who: Consumer) -> bool {
         op::WRITE_WITH_IMM => got(ext::WRITE_WITH_IMM),
         op::FETCH_AND_ADD | op::COMP_AND_SWAP => got(ext::ATOMICS),
         op::MASKED_FETCH_AND_ADD | op::MASKED_COMP_AND_SWAP => got(ext::MASKED_ATOMICS),
-        // Kernel verbs (checked against the device when posted); not granted to user space
-        // yet.
-        op::FLUSH | op::ATOMIC_WRITE => !who.user(),
+        // Kernel verbs checked against the device when posted; user contexts that got them
+        // (the commit extensions, with `commit` on).
+        op::FLUSH => got(ext::FLUSH_GLOBAL | ext::FLUSH_PERSISTENT),
+        op::ATOMIC_WRITE => got(ext::ATOMIC_WRITE),
+        // No kernel verb.
+        op::VERIFY => who.user() && got(ext::VERIFY),
         _ => false,
     }
 }
@@ -555,7 +627,7 @@ pub(crate) fn sq_opcode_allowed(opcode: u8, who: Consumer) -> bool {
 /// The checks of the extended encodings that only user SQEs need (kernel SQEs are built by
 /// [`crate::qp::RsiwQp`]): reserved bytes and operands that must be zero
 /// (`Documentation/infiniband/rsiw-abi.rst`, "Send queue elements").
-fn check_user_ext(sqe: &Sqe) -> Result<(), Invalid> {
+fn check_user_ext(sqe: &Sqe, got: u64) -> Result<(), Invalid> {
     let bytes = sqe.as_bytes();
     let zero = |r: core::ops::Range<usize>| bytes.get(r).is_some_and(|b| b.iter().all(|&x| x == 0));
     let ok = match sqe.opcode {
@@ -572,6 +644,27 @@ fn check_user_ext(sqe: &Sqe) -> Result<(), Invalid> {
                     op::MASKED_FETCH_AND_ADD => a.swap == 0 && a.swap_mask == 0,
                     _ => true,
                 }
+        }
+        // Known flags, PERSISTENT or GLOBAL, each only if the context got it; 32-119
+        // reserved. The length is ignored with REGION.
+        op::FLUSH => {
+            let f = FlushArgs::from_sqe(sqe).flags;
+            let all = FlushArgs::PERSISTENT | FlushArgs::GLOBAL | FlushArgs::REGION;
+            let may = |flag: u32, bit: u64| f & flag == 0 || got & bit != 0;
+            f & !all == 0
+                && f & (FlushArgs::PERSISTENT | FlushArgs::GLOBAL) != 0
+                && may(FlushArgs::GLOBAL, ext::FLUSH_GLOBAL)
+                && may(FlushArgs::PERSISTENT, ext::FLUSH_PERSISTENT)
+                && zero(32..120)
+        }
+        // One aligned 64-bit word (AWRITE-02); 32-119 reserved.
+        op::ATOMIC_WRITE => sqe.raddr % 8 == 0 && zero(32..120),
+        // No digest or one of the context's `verify_digest_len`; reserved bytes zero.
+        op::VERIFY => {
+            let v = VerifyArgs::from_sqe(sqe);
+            matches!(usize::from(v.digest_len), 0 | VERIFY_DIGEST_LEN)
+                && zero(VERIFY_DIGEST_LEN_OFFSET + 1..VERIFY_DIGEST_OFFSET)
+                && zero(VERIFY_DIGEST_END..120)
         }
         _ => true,
     };
@@ -606,8 +699,8 @@ pub(crate) fn check_sqe(sqe: &Sqe, max_sge: u32, who: Consumer) -> Result<u32, I
             if n != 1 || sqe.flags & flags::INLINE != 0 {
                 return Err(Invalid::SgeCount);
             }
-            if who.user() {
-                check_user_ext(sqe)?;
+            if let Consumer::User(got) = who {
+                check_user_ext(sqe, got)?;
             }
             if sqe.sge[0].length != 8 {
                 return Err(Invalid::Length);
@@ -619,9 +712,29 @@ pub(crate) fn check_sqe(sqe: &Sqe, max_sge: u32, who: Consumer) -> Result<u32, I
             if n != 0 || sqe.flags & flags::INLINE != 0 {
                 return Err(Invalid::SgeCount);
             }
+            if let Consumer::User(got) = who {
+                check_user_ext(sqe, got)?;
+            }
             return Ok(if sqe.opcode == op::ATOMIC_WRITE { 8 } else { 0 });
         }
-        op::SEND_WITH_IMM if who.user() => check_user_ext(sqe)?,
+        // The digest sink, if any, is `sge[0]` and holds the whole digest.
+        op::VERIFY => {
+            if n > 1 || sqe.flags & flags::INLINE != 0 {
+                return Err(Invalid::SgeCount);
+            }
+            if let Consumer::User(got) = who {
+                check_user_ext(sqe, got)?;
+            }
+            if n == 1 && (sqe.sge[0].length as usize) < VERIFY_DIGEST_LEN {
+                return Err(Invalid::Length);
+            }
+            return Ok(0);
+        }
+        op::SEND_WITH_IMM => {
+            if let Consumer::User(got) = who {
+                check_user_ext(sqe, got)?;
+            }
+        }
         // The immediate takes the last SGE slot.
         op::WRITE_WITH_IMM => {
             if sqe.flags & flags::INLINE != 0 {
@@ -894,11 +1007,161 @@ mod tests {
         let i = sqe(op::ATOMIC_WRITE, 0, flags::INLINE);
         assert_eq!(check_sqe(&i, 6, K), Err(Invalid::SgeCount));
         assert!(op::is_commit(op::FLUSH) && op::is_commit(op::ATOMIC_WRITE));
-        assert!(!op::is_commit(op::FETCH_AND_ADD) && !op::is_commit(18));
-        // Not for user contexts yet, whatever they asked for.
-        let all = Consumer::User(u64::MAX);
-        assert_eq!(check_sqe(&f, 6, all), Err(Invalid::Opcode));
-        assert_eq!(check_sqe(&a, 6, all), Err(Invalid::Opcode));
+        assert!(op::is_commit(op::VERIFY) && !op::is_commit(op::FETCH_AND_ADD));
+        // A kernel QP posts no Verify.
+        assert_eq!(
+            check_sqe(&sqe(op::VERIFY, 0, 0), 6, K),
+            Err(Invalid::Opcode)
+        );
+    }
+
+    /// The commit operations of user contexts: only with their bit, every field of the ring
+    /// checked (`Documentation/infiniband/rsiw-abi.rst`).
+    #[test]
+    fn sqe_user_commit() {
+        let commit = Consumer::User(ext::CQE | ext::COMMIT);
+        let f0 = {
+            let mut f = sqe(op::FLUSH, 0, 0);
+            FlushArgs {
+                length: 64,
+                flags: FlushArgs::GLOBAL,
+            }
+            .to_sqe(&mut f);
+            f
+        };
+        let mut a0 = sqe(op::ATOMIC_WRITE, 0, 0);
+        a0.raddr = 0x1000;
+        set_atomic_write_data(&mut a0, *b"rsiw8byt");
+        let mut v0 = sqe(op::VERIFY, 1, 0);
+        v0.sge[0].length = 4;
+        let mut args = VerifyArgs {
+            length: 4096,
+            digest_len: 4,
+            digest: [0; VERIFY_MAX_HASH],
+        };
+        args.digest[..4].copy_from_slice(&[1, 2, 3, 4]);
+        args.to_sqe(&mut v0);
+        assert_eq!(VerifyArgs::from_sqe(&v0), args);
+        assert_eq!(VerifyArgs::from_sqe(&v0).hash(), &[1, 2, 3, 4]);
+        assert_eq!(v0.as_bytes()[40..44], 4096u32.to_ne_bytes());
+        assert_eq!(v0.as_bytes()[44], 4);
+        assert_eq!(v0.as_bytes()[48..52], [1, 2, 3, 4]);
+
+        assert_eq!(check_sqe(&f0, 6, commit), Ok(0));
+        assert_eq!(check_sqe(&a0, 6, commit), Ok(8));
+        assert_eq!(check_sqe(&v0, 6, commit), Ok(0));
+        // Legacy contexts, extended ones without the bits, bits without the extended CQEs.
+        for who in [
+            U0,
+            Consumer::User(ext::CQE | ext::RFC7306),
+            Consumer::User(ext::COMMIT),
+        ] {
+            for s in [&f0, &a0, &v0] {
+                assert_eq!(check_sqe(s, 6, who), Err(Invalid::Opcode));
+            }
+        }
+        // Each bit for its operation only.
+        let only = |b: u64| Consumer::User(ext::CQE | b);
+        assert_eq!(check_sqe(&f0, 6, only(ext::FLUSH_GLOBAL)), Ok(0));
+        assert_eq!(
+            check_sqe(&a0, 6, only(ext::FLUSH_GLOBAL)),
+            Err(Invalid::Opcode)
+        );
+        assert_eq!(
+            check_sqe(&v0, 6, only(ext::ATOMIC_WRITE)),
+            Err(Invalid::Opcode)
+        );
+        assert_eq!(check_sqe(&f0, 6, only(ext::VERIFY)), Err(Invalid::Opcode));
+
+        // Flush: known flags, PERSISTENT or GLOBAL, each only if granted; no SGE; reserved.
+        for (fl, ok) in [
+            (FlushArgs::GLOBAL | FlushArgs::REGION, true),
+            (0, false),
+            (FlushArgs::REGION, false),
+            (FlushArgs::PERSISTENT, false),
+            (FlushArgs::PERSISTENT | FlushArgs::GLOBAL, false),
+            (FlushArgs::GLOBAL | 8, false),
+            (FlushArgs::GLOBAL | 0x8000_0000, false),
+        ] {
+            let mut f = f0;
+            FlushArgs {
+                length: 64,
+                flags: fl,
+            }
+            .to_sqe(&mut f);
+            let want = if ok { Ok(0) } else { Err(Invalid::Field) };
+            assert_eq!(check_sqe(&f, 6, commit), want);
+        }
+        let mut f = f0;
+        FlushArgs {
+            length: 0,
+            flags: FlushArgs::PERSISTENT,
+        }
+        .to_sqe(&mut f);
+        let persistent = Consumer::User(ext::CQE | ext::FLUSH_PERSISTENT);
+        assert_eq!(check_sqe(&f, 6, persistent), Ok(0));
+        let mut f = f0;
+        f.num_sge = 1;
+        assert_eq!(check_sqe(&f, 6, commit), Err(Invalid::SgeCount));
+        f = f0;
+        f.flags |= flags::INLINE;
+        assert_eq!(check_sqe(&f, 6, commit), Err(Invalid::SgeCount));
+        for at in [32usize, 119] {
+            f = f0;
+            f.as_mut_bytes()[at] = 1;
+            assert_eq!(check_sqe(&f, 6, commit), Err(Invalid::Field));
+        }
+
+        // Atomic Write: an 8-aligned address, no SGE ("length" not 8), reserved bytes.
+        for off in 1..8 {
+            let mut a = a0;
+            a.raddr += off;
+            assert_eq!(check_sqe(&a, 6, commit), Err(Invalid::Field));
+        }
+        let mut a = a0;
+        a.num_sge = 1;
+        a.sge[0].length = 4;
+        assert_eq!(check_sqe(&a, 6, commit), Err(Invalid::SgeCount));
+        a = a0;
+        a.as_mut_bytes()[32] = 1;
+        assert_eq!(check_sqe(&a, 6, commit), Err(Invalid::Field));
+        a = a0;
+        a.flags |= flags::INLINE;
+        assert_eq!(check_sqe(&a, 6, commit), Err(Invalid::SgeCount));
+
+        // Verify: 0 or 1 SGE of at least the digest, digest length 0 or 4, reserved bytes.
+        let mut v = v0;
+        v.num_sge = 0;
+        assert_eq!(check_sqe(&v, 6, commit), Ok(0));
+        v.num_sge = 2;
+        assert_eq!(check_sqe(&v, 6, commit), Err(Invalid::SgeCount));
+        v = v0;
+        v.sge[0].length = 3;
+        assert_eq!(check_sqe(&v, 6, commit), Err(Invalid::Length));
+        for (dl, ok) in [
+            (0u8, true),
+            (4, true),
+            (1, false),
+            (5, false),
+            (64, false),
+            (65, false),
+        ] {
+            v = v0;
+            v.as_mut_bytes()[44] = dl;
+            let want = if ok { Ok(0) } else { Err(Invalid::Field) };
+            assert_eq!(check_sqe(&v, 6, commit), want);
+        }
+        for at in [45usize, 47, 112, 119] {
+            v = v0;
+            v.as_mut_bytes()[at] = 1;
+            assert_eq!(check_sqe(&v, 6, commit), Err(Invalid::Field));
+        }
+        v = v0;
+        v.flags |= flags::INLINE;
+        assert_eq!(check_sqe(&v, 6, commit), Err(Invalid::SgeCount));
+        // A rejected SQE's completion shows its opcode to an extended context.
+        assert_eq!(sanitise_opcode(op::VERIFY, commit), op::VERIFY);
+        assert_eq!(sanitise_opcode(op::VERIFY, U0), op::SEND);
     }
 
     /// The extended user ABI (`Documentation/infiniband/rsiw-abi.rst`): what each context
@@ -925,7 +1188,7 @@ mod tests {
         assert!(sq_opcode_allowed(op::FETCH_AND_ADD, atomics));
         assert!(!sq_opcode_allowed(op::MASKED_FETCH_AND_ADD, atomics));
         assert!(!sq_opcode_allowed(op::WRITE_WITH_IMM, atomics));
-        // Kernel verbs, Flush, Atomic Write, Verify and the receive opcode: never.
+        // Kernel verbs, the receive opcode; Flush, Atomic Write, Verify without their bits.
         for o in [
             op::READ_LOCAL_INV,
             op::INVAL_STAG,
