@@ -45,3 +45,11 @@ eval cc $flags -Werror -UNDEBUG -I"$src/providers/siw" -I"$src" \
 # Atomics and immediate data over rdma_cm, through ibv_post_send().
 cc -O2 -Wall -Wextra -Werror -I"$build/include" -o "$out/siw_ext" \
 	"$(dirname "$0")/siw_ext.c" -L"$build/lib" -lrdmacm -libverbs
+# The commit extensions (Flush, Atomic Write, siwdv Verify) over rdma_cm: the
+# client with siw.c's flags (siw.h, for the SQEs it writes into the ring) and
+# libsiw, the server with plain verbs (it also runs with the stock provider).
+eval cc $flags -Werror -UNDEBUG -DSIW_COMMIT_CLIENT -I"$src/providers/siw" -I"$src" \
+	-o "$out/siw_commit" "$(dirname "$0")/siw_commit.c" \
+	-L"$build/lib" -lsiw -lrdmacm -libverbs
+cc -O2 -Wall -Wextra -Werror -I"$build/include" -o "$out/siw_commit_server" \
+	"$(dirname "$0")/siw_commit.c" -L"$build/lib" -lrdmacm -libverbs
