@@ -58,10 +58,19 @@ checks="FLUSH-03 FLUSH-02 AWRITE-03 AWRITE-02 VERIFY-05 VERIFY-06 ATOM-01 CMT-02
 
 # commit_run TAG PORT: siw_commit, served by VM b, every check passed.
 commit_run() {
-	local tag=$1 port=$2 c
+	local tag=$1 port=$2 c w=
+	if [ "$RSIW_ROLE" = b ]; then
+		# Where a stuck server waits, for the log.
+		(sleep 100; for p in $(pgrep -f siw_commit_server); do
+			echo "siw_commit_server $p still running: wchan $(cat /proc/$p/wchan 2>/dev/null)"
+			cat /proc/$p/stack 2>/dev/null
+		done) &
+		w=$!
+	fi
 	serve_client "$tag" b "$port" \
 		"$RSIW_PROVIDER_DIR/bin/siw_commit_server $ip $port" \
 		"$RSIW_PROVIDER_DIR/bin/siw_commit client $ip $port" 240
+	[ -z "$w" ] || kill "$w" 2>/dev/null || true
 	if [ "$RSIW_ROLE" = a ]; then
 		for c in $checks; do
 			grep -q "PASS $c: " "$RSIW_OUT/$tag.log" || die "$tag: no PASS for $c"
