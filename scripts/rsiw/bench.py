@@ -54,6 +54,12 @@ CONFIGS = [("siw", "siw", ""), ("rsiw", "rsiw", "rfc7306=1"),
 _only = {c for c in os.environ.get("RSIW_BENCH_CONFIGS", "").split(",") if c}
 if _only:
     CONFIGS = [c for c in CONFIGS if c[0] == "siw" or c[0] in _only]
+# RSIW_BENCH_EXTRA="NAME:PARAMS;..." adds rsiw configurations with other module parameters
+# (e.g. "rsiw-nobh:rfc7306=1 bh_respond=0"), to measure one change against the default in the
+# same run: the results then also give rsiw/NAME per round.
+EXTRA = [("rsiw",) + tuple(e.split(":", 1)) for e in
+         os.environ.get("RSIW_BENCH_EXTRA", "").split(";") if ":" in e]
+CONFIGS += [(name, drv, params) for drv, name, params in EXTRA]
 NAMES = [c[0] for c in CONFIGS]
 SWAP = os.environ.get("RSIW_BENCH_SWAP", "") == "1"
 TURN_TIMEOUT = 600
@@ -338,15 +344,16 @@ def report(out: Path, rounds: int, res: dict, raw: dict, notes: list) -> None:
     # resampling the rounds (the host's speed swings, rsiw-testing.rst, make single rounds
     # range over 2x; with few rounds the interval is rough).
     spread = []
+    pairs = [(d, "siw") for d in NAMES[1:]] + [("rsiw", e[1]) for e in EXTRA]
     for (test, size, unit), v in res.items():
-        for d in ("rsiw", "rsiw-64k"):
-            rs = [better(unit, v["siw"][r], v[d][r]) for r in v.get(d, {})
-                  if r in v.get("siw", {})]
+        for d, ref in pairs:
+            rs = [better(unit, v[ref][r], v[d][r]) for r in v.get(d, {})
+                  if r in v.get(ref, {})]
             rs = [x for x in rs if x]
             if len(rs) < 2:
                 continue
             g, lo, hi = interval(rs)
-            spread.append(f"  {test:<16} {size:>7} {d + '/siw':<12} {' '.join(f'{x:.2f}' for x in rs)}"
+            spread.append(f"  {test:<16} {size:>7} {d + '/' + ref:<12} {' '.join(f'{x:.2f}' for x in rs)}"
                           f"  geomean {g:.2f} [{lo:.2f}, {hi:.2f}]")
     if spread:
         lines.append("ratios per round, geometric mean [90 % interval over rounds]:")
