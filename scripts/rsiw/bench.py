@@ -26,7 +26,8 @@ same kernel and measures every configuration, swapping the driver between
 turns (rdma link delete, rmmod, modprobe with the configuration's
 module parameters, rdma link add: the guest's "driver" turn), each test run
 with each driver back to back in the same QEMU processes. The order of the
-drivers alternates round by round, so a pair swaps once per round.
+drivers alternates round by round, so a pair swaps once per round; with three
+or more configurations it rotates, so that each runs just after a swap.
 
 Usage: bench.py OUT ROUNDS [ONLY]; OUT holds the tools directory (the
 connect-delay shim) and receives one directory per pair and results.txt.
@@ -216,6 +217,12 @@ def main() -> int:
         for test, size in todo:
             for r in range(1, rounds + 1):
                 order = runs if r % 2 else runs[::-1]
+                if SWAP and len(CONFIGS) > 2:
+                    # Rotated instead: reversed, the middle configuration of three would
+                    # always run just after a swap (a freshly loaded module), the others
+                    # half the time; rotated, each takes every place and follows a swap.
+                    k = (r - 1) % len(CONFIGS)
+                    order = sorted(runs, key=lambda x: (CONFIGS.index(x[1]) - k) % len(CONFIGS))
                 for p, c, name in order:
                     p.resume()
                     if c:
