@@ -26,7 +26,8 @@ same kernel and measures every configuration, swapping the driver between
 turns (rdma link delete, rmmod, modprobe with the configuration's
 module parameters, rdma link add: the guest's "driver" turn), each test run
 with each driver back to back in the same QEMU processes. The order of the
-drivers alternates round by round, so a pair swaps once per round.
+drivers alternates round by round, so a pair swaps once per round; with three
+or more configurations it rotates, so that each runs just after a swap.
 
 Usage: bench.py OUT ROUNDS [ONLY]; OUT holds the tools directory (the
 connect-delay shim) and receives one directory per pair and results.txt.
@@ -54,6 +55,12 @@ CONFIGS = [("siw", "siw", ""), ("rsiw", "rsiw", "rfc7306=1"),
 _only = {c for c in os.environ.get("RSIW_BENCH_CONFIGS", "").split(",") if c}
 if _only:
     CONFIGS = [c for c in CONFIGS if c[0] == "siw" or c[0] in _only]
+# RSIW_BENCH_EXTRA="NAME:PARAMS;..." adds rsiw configurations with other module parameters
+# (e.g. "rsiw-nobh:rfc7306=1 bh_respond=0"), to measure one change against the default in the
+# same run: the results then also give rsiw/NAME per round.
+EXTRA = [("rsiw",) + tuple(e.split(":", 1)) for e in
+         os.environ.get("RSIW_BENCH_EXTRA", "").split(";") if ":" in e]
+CONFIGS += [(name, drv, params) for drv, name, params in EXTRA]
 NAMES = [c[0] for c in CONFIGS]
 SWAP = os.environ.get("RSIW_BENCH_SWAP", "") == "1"
 TURN_TIMEOUT = 600
@@ -210,6 +217,12 @@ def main() -> int:
         for test, size in todo:
             for r in range(1, rounds + 1):
                 order = runs if r % 2 else runs[::-1]
+                if SWAP and len(CONFIGS) > 2:
+                    # Rotated instead: reversed, the middle configuration of three would
+                    # always run just after a swap (a freshly loaded module), the others
+                    # half the time; rotated, each takes every place and follows a swap.
+                    k = (r - 1) % len(CONFIGS)
+                    order = sorted(runs, key=lambda x: (CONFIGS.index(x[1]) - k) % len(CONFIGS))
                 for p, c, name in order:
                     p.resume()
                     if c:
@@ -338,15 +351,16 @@ def report(out: Path, rounds: int, res: dict, raw: dict, notes: list) -> None:
     # resampling the rounds (the host's speed swings, rsiw-testing.rst, make single rounds
     # range over 2x; with few rounds the interval is rough).
     spread = []
+    pairs = [(d, "siw") for d in NAMES[1:]] + [("rsiw", e[1]) for e in EXTRA]
     for (test, size, unit), v in res.items():
-        for d in ("rsiw", "rsiw-64k"):
-            rs = [better(unit, v["siw"][r], v[d][r]) for r in v.get(d, {})
-                  if r in v.get("siw", {})]
+        for d, ref in pairs:
+            rs = [better(unit, v[ref][r], v[d][r]) for r in v.get(d, {})
+                  if r in v.get(ref, {})]
             rs = [x for x in rs if x]
             if len(rs) < 2:
                 continue
             g, lo, hi = interval(rs)
-            spread.append(f"  {test:<16} {size:>7} {d + '/siw':<12} {' '.join(f'{x:.2f}' for x in rs)}"
+            spread.append(f"  {test:<16} {size:>7} {d + '/' + ref:<12} {' '.join(f'{x:.2f}' for x in rs)}"
                           f"  geomean {g:.2f} [{lo:.2f}, {hi:.2f}]")
     if spread:
         lines.append("ratios per round, geometric mean [90 % interval over rounds]:")

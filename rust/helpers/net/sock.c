@@ -139,6 +139,35 @@ __rust_helper int rust_helper_tcp_sendmsg_kvec_locked(struct sock *sk,
 }
 
 /*
+ * From sk_data_ready: the caller holds the socket's spinlock
+ * (bh_lock_sock(), as tcp_v4_rcv() does around tcp_v4_do_rcv()). Sends only
+ * if no task owns the socket, which gives the caller the socket to itself,
+ * as lock_sock() would (-EBUSY otherwise: the backlog is being processed in
+ * release_sock(), by the owner). Atomic context: allocations must not sleep,
+ * and current->task_frag belongs to whichever task the softirq interrupted,
+ * so the socket's own page fragment is used. Never waits (MSG_DONTWAIT).
+ */
+__rust_helper int rust_helper_tcp_sendmsg_kvec_bh(struct sock *sk,
+						  const struct kvec *vec,
+						  size_t num, size_t size)
+{
+	struct msghdr msg = { .msg_flags = MSG_DONTWAIT };
+	gfp_t gfp = sk->sk_allocation;
+	bool task_frag = sk->sk_use_task_frag;
+	int ret;
+
+	if (sock_owned_by_user_nocheck(sk))
+		return -EBUSY;
+	sk->sk_allocation = GFP_ATOMIC;
+	sk->sk_use_task_frag = false;
+	iov_iter_kvec(&msg.msg_iter, ITER_SOURCE, vec, num, size);
+	ret = tcp_sendmsg_locked(sk, &msg, size);
+	sk->sk_use_task_frag = task_frag;
+	sk->sk_allocation = gfp;
+	return ret;
+}
+
+/*
  * Caller holds the socket lock. flags carries MSG_SPLICE_PAGES to send the
  * pages by reference; without it TCP copies their bytes.
  */

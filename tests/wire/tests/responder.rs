@@ -112,6 +112,8 @@ proptest! {
                 Step::FailExec => fail_next = true,
             }
             prop_assert_eq!(q.queued(), model.len());
+            // What the next answer will be, without taking it.
+            prop_assert_eq!(q.peek(), model.front().copied());
             prop_assert_eq!(q.used(), model.len() as u16 + sending);
             prop_assert!(q.used() <= ird);
         }

@@ -22,7 +22,9 @@
 //!   deferred to the work item.
 //! - TX runs in the work item (`tx` mutex) on the device's high-priority queue ([`ConnQueue`]),
 //!   or in the doorbell's system call: it may sleep, and it is the only place that sends on the
-//!   socket. `post_send`, `write_space` and RX (responses to send, errors to report) only queue it.
+//!   socket but one: `data_ready` in softirq sends the responses to small Reads while TX holds
+//!   nothing ([`tx::respond_bh`]). `post_send`, `write_space` and RX (other responses, errors
+//!   to report) only queue it.
 //! - The path's `shared` spinlock (IRQ-safe) holds what both engines change.
 //!
 //! Lock order: `tx` mutex, then the QP's `modify` mutex (via [`RsiwQp::set_error`]), then the
@@ -54,6 +56,7 @@ use crate::{
     rx::RxState,
     stag::PdId,
     tx::{
+        self,
         Pass,
         TxState, //
     },
@@ -393,13 +396,27 @@ impl Conn {
             return;
         }
         // A read error is the socket's; the CM sees it through state_change/error_report.
-        let _ = sk.read_sock(|skb| Ok(Self::rx_chunk(this, skb)));
+        let mut respond = None;
+        let _ = sk.read_sock(|skb| Ok(Self::rx_chunk(this, skb, Some(&mut respond))));
+        // Responses to small Reads go from here, without waking the work item for them.
+        if let Some(qp) = respond {
+            if !tx::respond_bh(&this.path, &qp, sk) {
+                Self::kick(this);
+            }
+        }
     }
 
     /// The read actor: runs the RX engine on a run of received bytes, then posts what it
     /// completed and reports errors. Returns how many bytes were consumed; `tcp_read_sock()`
     /// calls again for the rest. Atomic context.
-    fn rx_chunk(this: ArcBorrow<'_, Conn>, skb: &SkbData<'_>) -> usize {
+    ///
+    /// Responses to send are left to the caller if `respond` is given (the QP goes there),
+    /// else TX is kicked for them.
+    fn rx_chunk(
+        this: ArcBorrow<'_, Conn>,
+        skb: &SkbData<'_>,
+        respond: Option<&mut Option<ARef<Qp<RsiwDevice>>>>,
+    ) -> usize {
         let mut out = RxOut::new();
         let Some((consumed, qp)) = this.rx.lock().chunk(&this.path, skb, &mut out) else {
             return 0;
@@ -414,6 +431,11 @@ impl Conn {
             Self::fail(this, f);
         } else if out.kick {
             Self::kick(this);
+        } else if out.respond {
+            match respond {
+                Some(r) => *r = Some(qp),
+                None => Self::kick(this),
+            }
         }
         consumed
     }
@@ -428,7 +450,7 @@ impl Conn {
         };
         let mut g = sock.lock();
         let b = self.as_arc_borrow();
-        let _ = g.read_sock(|skb| Ok(Self::rx_chunk(b, skb)));
+        let _ = g.read_sock(|skb| Ok(Self::rx_chunk(b, skb, None)));
     }
 
     /// The peer closed its side (FIN): places what TCP queued before the FIN, which the work

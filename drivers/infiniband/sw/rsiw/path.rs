@@ -126,8 +126,11 @@ pub(crate) struct RxOut {
     nrq: usize,
     /// Requests in the ORQ were completed: the completer delivers them.
     pub(crate) deliver: bool,
-    /// TX has work (a response to send, or the first FPDU to report).
+    /// TX has work (the first FPDU to report, or a completed request it waited for).
     pub(crate) kick: bool,
+    /// An inbound request was queued: its response is to be sent (by TX, or by
+    /// `data_ready` itself, see [`crate::tx::respond_bh`]).
+    pub(crate) respond: bool,
     /// Fail the connection so.
     pub(crate) fail: Option<Fail>,
 }
@@ -140,6 +143,7 @@ impl RxOut {
             nrq: 0,
             deliver: false,
             kick: false,
+            respond: false,
             fail: None,
         }
     }
@@ -312,6 +316,47 @@ struct Shared {
     delivering: bool,
     /// Entries finished while someone was delivering: it goes round again.
     redeliver: bool,
+    /// The rest of a response `data_ready` sent in part ([`crate::tx::respond_bh`]): TX sends
+    /// it before anything else, then frees its IRD credit.
+    tail: Option<Tail>,
+}
+
+/// The most bytes of a response FPDU [`crate::tx::respond_bh`] builds.
+pub(crate) const BH_FPDU: usize = 96;
+
+/// Bytes of an FPDU still to be handed to TCP.
+#[derive(Clone, Copy)]
+pub(crate) struct Tail {
+    b: [u8; BH_FPDU],
+    at: usize,
+    end: usize,
+}
+
+impl Tail {
+    /// The bytes of `fpdu` from `sent` on; `None` if that is all of them or `fpdu` is too
+    /// long.
+    pub(crate) fn new(fpdu: &[u8], sent: usize) -> Option<Self> {
+        let end = fpdu.len();
+        if sent >= end || end > BH_FPDU {
+            return None;
+        }
+        let mut b = [0u8; BH_FPDU];
+        for (d, s) in b.iter_mut().zip(fpdu) {
+            *d = *s;
+        }
+        Some(Self { b, at: sent, end })
+    }
+
+    /// The bytes still to send.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.b.get(self.at..self.end).unwrap_or(&[])
+    }
+
+    /// What is left after `n` more bytes went out (`None`: nothing).
+    pub(crate) fn advance(mut self, n: usize) -> Option<Self> {
+        self.at = self.at.saturating_add(n);
+        (self.at < self.end).then_some(self)
+    }
 }
 
 impl Shared {
@@ -352,6 +397,13 @@ pub(crate) struct Path {
     orq_hint: AtomicFlag,
     /// RX saw the first FPDU (responder); the work item tells the connection manager.
     rtr_seen: AtomicFlag,
+    /// TX holds nothing half sent or to be sent before a response: its last pass ended idle
+    /// and nothing was left for it since. Changed only with the socket locked (TX owning it,
+    /// or `data_ready` in softirq), so read there it is exact.
+    tx_quiet: AtomicFlag,
+    /// `shared.tail` is set, readable without the lock: TX passes take it only then. Changed
+    /// with the socket locked, as `tx_quiet`.
+    tail_hint: AtomicFlag,
     #[pin]
     shared: SpinLockIrq<Shared>,
 }
@@ -390,6 +442,7 @@ impl Path {
             tx_waits: false,
             delivering: false,
             redeliver: false,
+            tail: None,
         };
         Ok(try_pin_init!(Path {
             pd: p.pd,
@@ -402,6 +455,8 @@ impl Path {
             inbound_hint: AtomicFlag::new(false),
             orq_hint: AtomicFlag::new(false),
             rtr_seen: AtomicFlag::new(false),
+            tx_quiet: AtomicFlag::new(false),
+            tail_hint: AtomicFlag::new(false),
             shared <- new_spinlock_irq!(shared, "rsiw_path_shared"),
         }))
     }
@@ -671,6 +726,43 @@ impl Path {
     /// Whether inbound requests wait to be answered. Without a lock.
     pub(crate) fn has_inbound(&self) -> bool {
         self.inbound_hint.load(Acquire)
+    }
+
+    /// The oldest inbound request to answer, left queued. Takes the lock only if there is one.
+    pub(crate) fn peek_inbound(&self) -> Option<InRequest> {
+        if !self.inbound_hint.load(Acquire) {
+            return None;
+        }
+        self.shared.lock().inbound.peek()
+    }
+
+    // What `data_ready` hands TX ([`crate::tx::respond_bh`]). Socket locked.
+
+    /// Whether TX is quiet (see `tx_quiet`).
+    pub(crate) fn tx_quiet(&self) -> bool {
+        self.tx_quiet.load(Relaxed)
+    }
+
+    /// TX starts a pass (false) or ended one with nothing held (true).
+    pub(crate) fn set_tx_quiet(&self, quiet: bool) {
+        self.tx_quiet.store(quiet, Relaxed);
+    }
+
+    /// Leaves the rest of a response to TX, which sends it first.
+    pub(crate) fn set_tail(&self, t: Tail) {
+        self.tx_quiet.store(false, Relaxed);
+        self.shared.lock().tail = Some(t);
+        self.tail_hint.store(true, Relaxed);
+    }
+
+    /// Takes the rest of a response that TX must send first, if any. Takes the lock only if
+    /// there is one.
+    pub(crate) fn take_tail(&self) -> Option<Tail> {
+        if !self.tail_hint.load(Relaxed) {
+            return None;
+        }
+        self.tail_hint.store(false, Relaxed);
+        self.shared.lock().tail.take()
     }
 
     /// A response went out: its IRD credit is free.

@@ -83,6 +83,10 @@ module! {
             default: 0,
             description: "Testing only: every connection work item sleeps this long in module code after it dropped its connection (0: off)",
         },
+        bh_respond: bool {
+            default: true,
+            description: "Send the responses to small RDMA Reads from the receive softirq when nothing else waits to be sent, instead of waking the connection's work item (read for every response)",
+        },
         relaxed_ird_negotiation: bool {
             default: true,
             description: "Adopt the peer's smaller IRD/ORD instead of refusing the connection (as siw)",

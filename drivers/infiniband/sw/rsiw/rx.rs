@@ -465,7 +465,7 @@ impl RxState {
             (Role::Request, _) => {
                 let hash = hash.as_ref().map_or(&[][..], HashBuf::bytes);
                 responder::request(path, qp, &body, hash)?;
-                out.kick = true;
+                out.respond = true;
             }
             (Role::Response, _) => {
                 if let Some(seg) = &response {

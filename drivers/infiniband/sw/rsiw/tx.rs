@@ -2,8 +2,9 @@
 
 //! The TX engine: messages in, FPDUs out.
 //!
-//! It runs in the connection's work item, or in a user QP's doorbell system call, never in
-//! softirq ([`crate::conn::Conn`]). Per pass it finishes a partially sent FPDU, continues the
+//! It runs in the connection's work item, or in a user QP's doorbell system call
+//! ([`crate::conn::Conn`]); only the responses to small Reads may go out from `data_ready`
+//! in softirq, while TX holds nothing ([`respond_bh`]). Per pass it finishes a partially sent FPDU, continues the
 //! message in progress, then starts the next message: the peer-to-peer RTR (initiator, once),
 //! the responses the responder queued ([`responder::next_response`]) and the requester's next
 //! send queue element ([`Requester::next`]). Each message is cut into FPDUs sized to the
@@ -37,11 +38,19 @@ use crate::{
         Src, //
     },
     path::{
+        Fail,
+        InRead,
+        InRequest,
         Issue,
         OrqWr,
-        Path, //
+        Path,
+        Tail,
+        BH_FPDU, //
     },
-    qp::RsiwQp,
+    qp::{
+        QpState,
+        RsiwQp, //
+    },
     requester::{
         fill,
         Requester, //
@@ -53,19 +62,21 @@ use crate::{
             Crc32c,
             CRC_INIT, //
         },
-        fpdu::{fpdu_len, mulpdu_from_mss, trailer},
+        fpdu::{fpdu_len, mulpdu_from_mss, trailer, CRC_LEN, LEN_LEN},
         hdr::{
             Body,
             Opcode,
             Placement as WirePlacement,
             QN_READ_REQ,
             QN_SEND,
-            QN_TERMINATE, //
+            QN_TERMINATE,
+            TAGGED_HDR_LEN, //
         },
         mpa::RtrKind,
         stream::Request,
         term::Terminate,
         tx::{
+            quick_fpdu,
             rtr_message,
             sg_pieces,
             FpduCrc,
@@ -83,6 +94,7 @@ use kernel::{
     net::{
         socket::SendFlags,
         tcp::{
+            DataReadySock,
             SocketGuard,
             TcpSocket, //
         },
@@ -90,7 +102,10 @@ use kernel::{
     page::PAGE_SIZE,
     prelude::*,
     rdma::qp::Qp,
-    sync::Arc,
+    sync::{
+        rcu,
+        Arc, //
+    },
 };
 
 /// Batches sent per pass before the work item requeues itself (fairness between QPs).
@@ -122,6 +137,15 @@ const _: () = assert!(2 * FPDU_SEGS <= MAX_SEGS);
 
 /// Messages that may end in one batch (each to be completed once its last byte is with TCP).
 const MAX_DONE: usize = 32;
+
+/// Read Responses of up to this many payload bytes are sent by `data_ready` ([`respond_bh`]).
+const BH_READ_MAX: u32 = 64;
+
+// Such a response is one FPDU that a [`Tail`] holds.
+const _: () = assert!(LEN_LEN + TAGGED_HDR_LEN + BH_READ_MAX as usize + 3 + CRC_LEN <= BH_FPDU);
+
+/// Responses one `data_ready` call sends at most; the rest is left to TX.
+const BH_BURST: u32 = 4;
 
 /// Why a pass ended.
 pub(crate) enum Pass {
@@ -226,6 +250,12 @@ impl TxState {
             && !matches!(self.batch.push(&mut g, false), Ok(true))
         {
             return;
+        }
+        // The rest of a response `data_ready` sent in part is a partially sent FPDU too.
+        if let Some(t) = path.take_tail() {
+            if !matches!(g.send(&[t.bytes()], SendFlags::DONTWAIT), Ok(n) if n == t.bytes().len()) {
+                return;
+            }
         }
         // What the batch completes is flushed with the QP (`flush`); its bytes are sent.
         let ndone = self.ndone;
@@ -481,8 +511,42 @@ impl TxState {
         Ok(true)
     }
 
-    /// One pass: fills and sends up to [`BURST`] batches.
+    /// One pass: sends the rest of a response `data_ready` left ([`respond_bh`]), then fills
+    /// and sends up to [`BURST`] batches. Tells `data_ready` whether it may send responses
+    /// itself until the next pass (nothing is held).
     pub(crate) fn run(
+        &mut self,
+        path: &Path,
+        qp: &Qp<RsiwDevice>,
+        sock: &TcpSocket,
+        g: &mut SocketGuard<'_>,
+    ) -> Result<Pass, Fatal> {
+        path.set_tx_quiet(false);
+        if let Some(t) = path.take_tail() {
+            if !send_tail(path, g, t)? {
+                return Ok(Pass::Blocked);
+            }
+        }
+        let r = self.run_batches(path, qp, sock, g);
+        if matches!(r, Ok(Pass::Idle)) && self.quiet() {
+            path.set_tx_quiet(true);
+        }
+        r
+    }
+
+    /// Whether nothing is half sent or due before a response: no batch, no message in
+    /// progress or to complete, no RTR or Immediate Data to send first, no error to report.
+    fn quiet(&self) -> bool {
+        self.batch.len() == 0
+            && !self.out.busy()
+            && self.ndone == 0
+            && self.deferred.is_none()
+            && self.rtr.is_none()
+            && !self.req.has_followup()
+            && !self.dead
+    }
+
+    fn run_batches(
         &mut self,
         path: &Path,
         qp: &Qp<RsiwDevice>,
@@ -548,6 +612,124 @@ impl TxState {
         }
         Ok(Pass::Budget)
     }
+}
+
+/// Sends the rest of a response `data_ready` sent in part; returns whether all of it went
+/// (its IRD credit is then free), else keeps what is left for the next pass.
+fn send_tail(path: &Path, g: &mut SocketGuard<'_>, t: Tail) -> Result<bool, Fatal> {
+    let sent = match g.send(&[t.bytes()], SendFlags::DONTWAIT) {
+        Ok(n) => n,
+        Err(e) if e == EAGAIN => 0,
+        // The socket failed; the CM reports it.
+        Err(_) => {
+            return Err(Fatal {
+                wr: None,
+                fail: Fail::Silent,
+            })
+        }
+    };
+    match t.advance(sent) {
+        Some(rest) => {
+            path.set_tail(rest);
+            Ok(false)
+        }
+        None => {
+            path.responded();
+            Ok(true)
+        }
+    }
+}
+
+/// Sends the responses to small Reads, oldest first, from `data_ready` (the softirq), as the
+/// TX pass would send them, instead of waking the work item for them: the wake-up and the
+/// switch to it are most of a small Read's time at the responder. C siw wakes a thread.
+///
+/// Only while TX is quiet ([`Path::tx_quiet`]): nothing of TX's is half sent or due first,
+/// and TX cannot start meanwhile (the softirq holds the socket, which a pass owns throughout),
+/// so the byte stream is as a pass would make it. A response goes only if it is the oldest
+/// (responses go in arrival order, T-01) and a Read of at most [`BH_READ_MAX`] bytes whose
+/// source passes the check a pass makes; anything else, or a check that fails (the pass then
+/// fails the same way), is left to TX. What TCP does not take (or a socket that a task owns)
+/// is left to the next pass as a [`Tail`], which frees the IRD credit once it went out, as a
+/// pass does once a response's last byte is with TCP.
+///
+/// Returns whether nothing is left for TX; otherwise the caller kicks it.
+pub(crate) fn respond_bh(path: &Path, qp: &Qp<RsiwDevice>, sk: &mut DataReadySock<'_>) -> bool {
+    if !crate::module_parameters::bh_respond.value() {
+        return false;
+    }
+    let mut buf = [0u8; BH_FPDU];
+    for _ in 0..BH_BURST {
+        let Some(InRequest::Read(r)) = path.peek_inbound() else {
+            // Nothing left, or a response only TX builds.
+            return !path.has_inbound();
+        };
+        if r.size > BH_READ_MAX
+            || !path.tx_quiet()
+            || path.is_fatal()
+            || !matches!(qp.state(), QpState::Rts | QpState::Closing)
+        {
+            return false;
+        }
+        let Ok(total) = read_response(path, qp, &r, &mut buf) else {
+            return false;
+        };
+        let fpdu = buf.get(..total).unwrap_or(&[]);
+        // Taken now that it is built. `None`: the connection is going down.
+        if path.next_inbound().is_none() {
+            return true;
+        }
+        // Anything not sent (an error too: the pass then meets it) goes to TX.
+        let sent = sk.send(&[fpdu]).unwrap_or(0);
+        match Tail::new(fpdu, sent) {
+            None => path.responded(),
+            Some(t) => {
+                path.set_tail(t);
+                return false;
+            }
+        }
+    }
+    !path.has_inbound()
+}
+
+/// The one FPDU of the response to the Read `r` (at most [`BH_READ_MAX`] bytes), into `buf`;
+/// returns its length. The source is checked as [`fpdu`] checks it for a pass.
+fn read_response(
+    path: &Path,
+    qp: &Qp<RsiwDevice>,
+    r: &InRead,
+    buf: &mut [u8; BH_FPDU],
+) -> Result<usize> {
+    let msg = TxMessage {
+        opcode: Opcode::ReadResponse,
+        placement: WirePlacement::Tagged {
+            stag: r.sink_stag,
+            to: r.sink_to,
+        },
+        body: Body::None,
+        payload_len: r.size,
+    };
+    let rcu = rcu::read_lock();
+    let place = if r.size > 0 {
+        let p = (qp.device().mem())
+            .check_in(
+                &rcu,
+                path.pd(),
+                r.src_stag,
+                Rights::REMOTE_READ,
+                r.src_to,
+                u64::from(r.size),
+            )
+            .map_err(|_| EINVAL)?;
+        Some(p)
+    } else {
+        None
+    };
+    quick_fpdu(path.crc32c(), path.crc(), msg, buf, |d| match &place {
+        Some(p) => p.read(0, d).is_ok(),
+        None => d.is_empty(),
+    })
+    .map_err(|_| EINVAL)
 }
 
 /// The completion a fatal error while sending a message with `done` gives its work request:

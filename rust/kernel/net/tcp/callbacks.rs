@@ -5,6 +5,7 @@
 
 use super::{
     read_sock,
+    send::kvecs,
     sk_err,
     sk_state,
     TcpSocket,
@@ -135,6 +136,33 @@ impl DataReadySock<'_> {
         // SAFETY: `sk` is a TCP socket locked by our caller (see the type's documentation), and
         // it is not a listener.
         unsafe { read_sock(self.inner.sk, actor) }
+    }
+
+    /// Sends the concatenation of `bufs` (at most two), copying it, from the callback itself
+    /// (`tcp_sendmsg_locked()` with `MSG_DONTWAIT`): a reply that need not wait for a task.
+    ///
+    /// Only when the softirq runs the callback: `EBUSY` when a task owns the socket (the
+    /// callback runs from `release_sock()`; the owner sends). Allocates atomically, with the
+    /// socket's own page fragment. Returns the number of bytes queued, which can be fewer than
+    /// the total, or `EAGAIN` if none fit; `ENOTCONN` unless the connection is established (or
+    /// the peer closed its side only).
+    pub fn send(&mut self, bufs: &[&[u8]]) -> Result<usize> {
+        let st = self.state();
+        if st != TcpState::ESTABLISHED && st != TcpState::CLOSE_WAIT {
+            return Err(ENOTCONN);
+        }
+        let (kv, n, total) = kvecs::<2>(bufs)?;
+        // SAFETY: `sk` is a TCP socket whose spinlock our caller holds (see the type's
+        // documentation; not a listener, checked above); the helper sends only if no task owns
+        // it, which makes the socket ours for the call. `kv[..n]` lives across the call and
+        // describes `total` readable bytes, which TCP only reads.
+        let ret =
+            unsafe { bindings::tcp_sendmsg_kvec_bh(self.inner.sk.as_ptr(), kv.as_ptr(), n, total) };
+        if ret < 0 {
+            Err(Error::from_errno(ret))
+        } else {
+            Ok(ret as usize)
+        }
     }
 }
 

@@ -72,7 +72,7 @@ impl TcpSocket {
     }
 }
 
-fn kvecs<const N: usize>(bufs: &[&[u8]]) -> Result<([bindings::kvec; N], usize, usize)> {
+pub(super) fn kvecs<const N: usize>(bufs: &[&[u8]]) -> Result<([bindings::kvec; N], usize, usize)> {
     if bufs.len() > N || N > MAX_SEND_BUFS {
         return Err(EINVAL);
     }

@@ -642,6 +642,15 @@ impl<T: Copy, B: AsRef<[Option<T>]> + AsMut<[Option<T>]>> RespQueue<T, B> {
         Ok(())
     }
 
+    /// The oldest admitted request, the one [`RespQueue::next_to_answer`]
+    /// would take, left in the queue.
+    pub fn peek(&self) -> Option<T> {
+        if self.len == 0 {
+            return None;
+        }
+        *self.ring.as_ref().get(self.head)?
+    }
+
     /// Takes the oldest admitted request to answer; its credit stays taken
     /// until [`RespQueue::responded`].
     pub fn next_to_answer(&mut self) -> Option<T> {
