@@ -384,7 +384,8 @@ fn echo(family: Family) -> Result {
     const MSGS: usize = 20;
     const LEN: usize = 8;
     const TOTAL: usize = (MSGS + 1) * LEN;
-    let client = TcpSocket::new_kern(family)?;
+    // Shared with the work item that sends while this task owns the server socket.
+    let client = Arc::new(TcpSocket::new_kern(family)?, GFP_KERNEL)?;
     client.set_nodelay();
     let cconn = Conn::new(TOTAL)?;
     client.attach(cconn.clone())?;
@@ -409,13 +410,22 @@ fn echo(family: Family) -> Result {
     check!((echo.busy.load(Relaxed)) == (0));
     // Owned by this task: the bytes wait in the backlog, and the callback runs when the lock
     // is released, from `release_sock()`, where `send` refuses.
+    // The client sends from a work item: this task sending on it while it owns the server
+    // socket would nest two socket locks of one lockdep class.
     let msg = [0xa5u8; LEN];
+    let sent = Arc::new(Atomic::<i32>::new(0), GFP_KERNEL)?;
     {
         let guard = server.lock();
-        send_all(&client, &[&msg])?;
+        let (c, done) = (client.clone(), sent.clone());
+        workqueue::system().try_spawn(GFP_KERNEL, move || {
+            let r = send_all(&c, &[&msg]);
+            done.store(if r.is_ok() { 1 } else { -1 }, Relaxed);
+        })?;
+        check!(wait_for(|| sent.load(Relaxed) != 0));
         fsleep(Delta::from_millis(20));
         drop(guard);
     }
+    check!((sent.load(Relaxed)) == (1));
     expected.extend_from_slice(&msg, GFP_KERNEL)?;
     check!(wait_for(|| echo.busy.load(Relaxed) > 0));
     // The owner echoes.
