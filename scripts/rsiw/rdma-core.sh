@@ -56,7 +56,7 @@ want_stamp() {
 		while read -r p; do
 			[ -n "$p" ] && cat "$PATCHES/$p"
 		done <"$PATCHES/series"
-		cat "$TESTS"/*.c
+		cat "$TESTS"/*.c "$TESTS"/*.h
 		cat "$0"
 	} | sha256sum | cut -d' ' -f1
 }

@@ -95,15 +95,8 @@
 #define FA_ADD 7ULL
 #define CS_SWAP 0x77ULL
 
-static const char *role;
-
-#define fail(...)                                                      \
-	do {                                                           \
-		fprintf(stderr, "siw_commit %s: FAIL: ", role);        \
-		fprintf(stderr, __VA_ARGS__);                          \
-		fputc('\n', stderr);                                   \
-		exit(1);                                               \
-	} while (0)
+#define PROG "siw_commit"
+#include "fail.h"
 
 struct info {
 	uint64_t addr;

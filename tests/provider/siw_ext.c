@@ -61,15 +61,8 @@
 #define MEM 4096
 #define WOFF 64
 
-static const char *role;
-
-#define fail(...)                                                      \
-	do {                                                           \
-		fprintf(stderr, "siw_ext %s: FAIL: ", role);           \
-		fprintf(stderr, __VA_ARGS__);                          \
-		fputc('\n', stderr);                                   \
-		exit(1);                                               \
-	} while (0)
+#define PROG "siw_ext"
+#include "fail.h"
 
 struct info {
 	uint64_t addr;

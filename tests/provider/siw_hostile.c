@@ -29,15 +29,8 @@
 #include "siw_abi.h"
 #include "siw.h"
 
-static const char *role;
-
-#define fail(...)                                                      \
-	do {                                                           \
-		fprintf(stderr, "siw_hostile %s: FAIL: ", role);       \
-		fprintf(stderr, __VA_ARGS__);                          \
-		fputc('\n', stderr);                                   \
-		exit(1);                                               \
-	} while (0)
+#define PROG "siw_hostile"
+#include "fail.h"
 
 enum { ANY_OPCODE = -1 };
 

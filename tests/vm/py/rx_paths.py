@@ -36,7 +36,6 @@
 #
 # Exits 0 if all pass, 1 with a message otherwise.
 
-import socket
 import struct
 import sys
 import time
@@ -46,8 +45,8 @@ import pyverbs.enums as e
 
 import cmutil
 from cmutil import conn_param, fail, log, next_event
-from mpa_raw import KEY_REP, KEY_REQ, read_all
-from mpa_responder import recv_exact
+from mpa_raw import read_all
+import rawpeer
 
 cmutil.NAME = 'rx_paths'
 
@@ -188,14 +187,8 @@ def norm(term):
 def connect(addr, port):
     """A Rev 1 MPA connection. Returns (socket, rw, ro) with the server's
     buffers from the Reply's private data."""
-    s = socket.create_connection((addr, port), timeout=30)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    s.sendall(KEY_REQ + bytes([0, 1]) + struct.pack('>H', 0))
-    hdr = recv_exact(s, 20)
-    if hdr[:16] != KEY_REP or hdr[16] & 0x20:
-        fail(f'not an accepting MPA Reply: {hdr!r}')
-    (pd_len,) = struct.unpack('>H', hdr[18:20])
-    a, k, ra, rk = struct.unpack('<QIQI', recv_exact(s, pd_len)[:24])
+    s, pd = rawpeer.connect(addr, port)
+    a, k, ra, rk = struct.unpack('<QIQI', pd[:24])
     return s, (a, k), (ra, rk)
 
 

@@ -25,8 +25,7 @@ import pyverbs.cm_enums as ce
 
 import cmutil
 from cmutil import conn_param, fail, log
-from mpa_raw import KEY_REP, KEY_REQ
-from mpa_responder import recv_exact
+import rawpeer
 from rx_paths import send, tagged
 
 cmutil.NAME = 'term_burst'
@@ -71,14 +70,7 @@ def client(addr, port):
     port = int(port)
     burst = b''.join(send(msn, bytes(16)) for msn in range(1, BURST + 1))
     for r in range(ROUNDS):
-        s = socket.create_connection((addr, port), timeout=30)
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        s.sendall(KEY_REQ + bytes([0, 1]) + struct.pack('>H', 0))
-        hdr = recv_exact(s, 20)
-        if hdr[:16] != KEY_REP or hdr[16] & 0x20:
-            fail(f'not an accepting MPA Reply: {hdr!r}')
-        (pd_len,) = struct.unpack('>H', hdr[18:20])
-        recv_exact(s, pd_len)
+        s, _ = rawpeer.connect(addr, port)
         # rsiw's RX starts once the QP is in RTS.
         time.sleep(0.2)
         s.settimeout(30)
