@@ -17,6 +17,13 @@ from pyverbs.qp import QPCap, QPInitAttr
 
 NAME = 'cmutil'
 
+# An STag that no region can have, on rsiw and on siw alike: both allocate
+# region indices (the upper 24 bits) from 1 up, so index 0 is never live,
+# whatever the random start index and keys. A test that wants an invalid
+# STag uses this one: "the next index" may be a live region of the test's
+# own, which turns an invalid-STag error into a rights or PD error.
+BAD_STAG = 0x0000005a
+
 
 def log(msg):
     print(f'{NAME}: {msg}', flush=True)

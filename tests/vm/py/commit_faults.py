@@ -144,7 +144,7 @@ def fpdus(check, mrs):
         'flush-region': [flush(1, fk, 0xdead0000, 0xfffffff0, FLUSH_V | FLUSH_R)],
         'flush-zero': [flush(1, fk, f, 8, 0)],
         'flush-unknown': [flush(1, fk, f, 8, FLUSH_V | 0x08)],
-        'flush-stag': [flush(1, (fk + 0x100) & 0xffffffff, f, 8, FLUSH_V)],
+        'flush-stag': [flush(1, cmutil.BAD_STAG, f, 8, FLUSH_V)],
         'flush-right': [flush(1, rwk, rw, 8, FLUSH_V)],
         'flush-persistent': [flush(1, fk, f, 8, FLUSH_P)],
         'flush-oob': [flush(1, fk, f + SIZE - 63, 64, FLUSH_V)],

@@ -93,7 +93,7 @@ def fpdus(check, atomic, rw):
     return [first_write()] + {
         'fetch-add': [atomic_request(1, k, a)],
         'imm': [imm_data(1, b'\x11\x22\x33\x44\0\0\0\0')],
-        'atom-stag': [atomic_request(1, (k + 0x100) & 0xffffffff, a)],
+        'atom-stag': [atomic_request(1, cmutil.BAD_STAG, a)],
         'atom-right': [atomic_request(1, rk, ra)],
         'atom-oob': [atomic_request(1, k, a + SIZE)],
         'atom-misaligned': [atomic_request(1, k, a + 4)],

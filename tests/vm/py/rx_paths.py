@@ -44,7 +44,7 @@ import pyverbs.cm_enums as ce
 import pyverbs.enums as e
 
 import cmutil
-from cmutil import conn_param, fail, log, next_event
+from cmutil import BAD_STAG, conn_param, fail, log, next_event
 from mpa_raw import read_all
 import rawpeer
 
@@ -104,9 +104,9 @@ def fpdus(name, rw, ro):
         'send-long': [send(1, DATA[:24])],
         'send-msn': [send(2, DATA[:8])],
         'send-norecv': [send(1, DATA[:8])],
-        'send-inv': [send(1, DATA[:8], opcode=4, inv=(k + 0x100) & 0xffffffff)],
+        'send-inv': [send(1, DATA[:8], opcode=4, inv=BAD_STAG)],
         'write': [tagged(k, a + 8, DATA[:16])],
-        'write-stag': [tagged((k + 0x100) & 0xffffffff, a, DATA[:16])],
+        'write-stag': [tagged(BAD_STAG, a, DATA[:16])],
         'write-oob': [tagged(k, a + SIZE - 8, DATA[:16])],
         'write-ro': [tagged(rk, ra, DATA[:16])],
         'mixed': [tagged(k, a, DATA[:16]), send(1, DATA[16:24]), tagged(k, a + 32, DATA[:4]),

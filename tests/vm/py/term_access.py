@@ -95,7 +95,7 @@ def client(addr, port, check, siw=False):
     pd = next_event(ch, ce.RDMA_CM_EVENT_ESTABLISHED)
     raddr, rkey, size = struct.unpack('<QII', pd[:16])
     log(f'established; remote buffer {raddr:#x} rkey {rkey:#x} size {size}')
-    bad_rkey = (rkey + 0x100) & 0xffffffff
+    bad_rkey = cmutil.BAD_STAG
     sig = e.IBV_SEND_SIGNALED
     if check == 'read-stag':
         cmid.post_read(local, 64, raddr, bad_rkey, flags=sig)
