@@ -334,6 +334,19 @@ fn admit(path: &Path, exec: impl FnOnce() -> Result<InRequest, RxError>) -> Resu
     }
 }
 
+/// The Read Response message of the Read `r` (the whole response; TX cuts it into FPDUs).
+pub(crate) fn read_response(r: &InRead) -> TxMessage {
+    TxMessage {
+        opcode: Opcode::ReadResponse,
+        placement: WirePlacement::Tagged {
+            stag: r.sink_stag,
+            to: r.sink_to,
+        },
+        body: Body::None,
+        payload_len: r.size,
+    }
+}
+
 /// Starts the response to the oldest inbound request in `out`, if there is one; returns
 /// whether there was. Out of line: rare on the paths that must be short.
 #[inline(never)]
@@ -385,18 +398,7 @@ pub(crate) fn next_response(path: &Path, out: &mut Outgoing, mulpdu: u16) -> Res
                 Src::None,
             )
         }
-        InRequest::Read(r) => (
-            TxMessage {
-                opcode: Opcode::ReadResponse,
-                placement: WirePlacement::Tagged {
-                    stag: r.sink_stag,
-                    to: r.sink_to,
-                },
-                body: Body::None,
-                payload_len: r.size,
-            },
-            Src::Remote(r.src_stag, r.src_to),
-        ),
+        InRequest::Read(r) => (read_response(&r), Src::Remote(r.src_stag, r.src_to)),
     };
     out.start(msg, src, Done::Response, mulpdu)
         .map_err(|_| Fatal::local(None))?;

@@ -700,15 +700,7 @@ fn read_response(
     r: &InRead,
     buf: &mut [u8; BH_FPDU],
 ) -> Result<usize> {
-    let msg = TxMessage {
-        opcode: Opcode::ReadResponse,
-        placement: WirePlacement::Tagged {
-            stag: r.sink_stag,
-            to: r.sink_to,
-        },
-        body: Body::None,
-        payload_len: r.size,
-    };
+    let msg = responder::read_response(r);
     let rcu = rcu::read_lock();
     let place = if r.size > 0 {
         let p = (qp.device().mem())
