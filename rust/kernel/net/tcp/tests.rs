@@ -131,6 +131,38 @@ crate::impl_has_work! {
     impl HasWork<Self> for Listener { self.work }
 }
 
+impl Listener {
+    /// A listener on the loopback address of `family`, port chosen by the kernel, with this
+    /// handler attached. Returns it and the address to connect to.
+    fn new_lo(family: Family) -> Result<(Arc<Self>, SocketAddr)> {
+        let lo: IpAddr = match family {
+            Family::Inet => Ipv4Addr::LOCALHOST.into(),
+            Family::Inet6 => Ipv6Addr::LOCALHOST.into(),
+        };
+        let lsock = TcpSocket::new_kern(family)?;
+        lsock.set_reuseaddr();
+        if family == Family::Inet6 {
+            lsock.set_v6only()?;
+        }
+        lsock.bind(&SocketAddr::new(lo, 0))?;
+        lsock.listen(8)?;
+        check!((lsock.state()) == (TcpState::LISTEN));
+        let port = lsock.local_addr()?.port();
+        check!((port) != (0));
+        let listener = Arc::pin_init(
+            pin_init!(Listener {
+                sock: lsock,
+                accepted <- new_spinlock_irq!(None),
+                wakeups: Atomic::new(0),
+                work <- new_work!("rsiw_net_test::accept"),
+            }),
+            GFP_KERNEL,
+        )?;
+        listener.sock.attach(listener.clone())?;
+        Ok((listener, SocketAddr::new(lo, port)))
+    }
+}
+
 impl WorkItem for Listener {
     type Pointer = Arc<Listener>;
 
@@ -359,28 +391,7 @@ impl Callbacks for Echo {
 /// owns the socket (the callback runs from `release_sock()`) it refuses with `EBUSY`, and the
 /// owner sends. The client gets every byte back, in order.
 fn echo(family: Family) -> Result {
-    let lo: IpAddr = match family {
-        Family::Inet => Ipv4Addr::LOCALHOST.into(),
-        Family::Inet6 => Ipv6Addr::LOCALHOST.into(),
-    };
-    let lsock = TcpSocket::new_kern(family)?;
-    lsock.set_reuseaddr();
-    if family == Family::Inet6 {
-        lsock.set_v6only()?;
-    }
-    lsock.bind(&SocketAddr::new(lo, 0))?;
-    lsock.listen(8)?;
-    let port = lsock.local_addr()?.port();
-    let listener = Arc::pin_init(
-        pin_init!(Listener {
-            sock: lsock,
-            accepted <- new_spinlock_irq!(None),
-            wakeups: Atomic::new(0),
-            work <- new_work!("rsiw_net_test::accept"),
-        }),
-        GFP_KERNEL,
-    )?;
-    listener.sock.attach(listener.clone())?;
+    let (listener, addr) = Listener::new_lo(family)?;
     const MSGS: usize = 20;
     const LEN: usize = 8;
     const TOTAL: usize = (MSGS + 1) * LEN;
@@ -389,7 +400,7 @@ fn echo(family: Family) -> Result {
     client.set_nodelay();
     let cconn = Conn::new(TOTAL)?;
     client.attach(cconn.clone())?;
-    match client.connect(&SocketAddr::new(lo, port))? {
+    match client.connect(&addr)? {
         Connect::Done | Connect::InProgress => {}
     }
     check!(wait_for(|| cconn.established.load(Relaxed) > 0));
@@ -510,32 +521,9 @@ fn send_locked<'a>(
 }
 
 fn round(family: Family, spliced: &Page) -> Result {
-    let lo: IpAddr = match family {
-        Family::Inet => Ipv4Addr::LOCALHOST.into(),
-        Family::Inet6 => Ipv6Addr::LOCALHOST.into(),
-    };
-
     // Listener.
-    let lsock = TcpSocket::new_kern(family)?;
-    lsock.set_reuseaddr();
-    if family == Family::Inet6 {
-        lsock.set_v6only()?;
-    }
-    lsock.bind(&SocketAddr::new(lo, 0))?;
-    lsock.listen(8)?;
-    check!((lsock.state()) == (TcpState::LISTEN));
-    let port = lsock.local_addr()?.port();
-    check!((port) != (0));
-    let listener = Arc::pin_init(
-        pin_init!(Listener {
-            sock: lsock,
-            accepted <- new_spinlock_irq!(None),
-            wakeups: Atomic::new(0),
-            work <- new_work!("rsiw_net_test::accept"),
-        }),
-        GFP_KERNEL,
-    )?;
-    listener.sock.attach(listener.clone())?;
+    let (listener, addr) = Listener::new_lo(family)?;
+    let port = addr.port();
     // Attaching twice is refused.
     check!((listener.sock.attach(listener.clone())) == (Err(EBUSY)));
 
@@ -546,7 +534,7 @@ fn round(family: Family, spliced: &Page) -> Result {
     client.set_sndbuf(4096)?;
     let cconn = Conn::new(0)?;
     client.attach(cconn.clone())?;
-    match client.connect(&SocketAddr::new(lo, port))? {
+    match client.connect(&addr)? {
         Connect::Done | Connect::InProgress => {}
     }
     check!(wait_for(|| cconn.established.load(Relaxed) > 0));
