@@ -97,6 +97,10 @@
 
 #define PROG "siw_commit"
 #include "fail.h"
+#include "cm.h"
+#ifdef SIW_COMMIT_CLIENT
+#include "ring.h"
+#endif
 
 struct info {
 	uint64_t addr;
@@ -124,19 +128,6 @@ static struct rdma_conn_param param(void)
 	p.responder_resources = 2;
 	p.initiator_depth = 2;
 	return p;
-}
-
-static struct rdma_addrinfo *addrinfo(const char *addr, const char *port,
-				      int passive)
-{
-	struct rdma_addrinfo hints = {}, *res;
-
-	hints.ai_port_space = RDMA_PS_TCP;
-	if (passive)
-		hints.ai_flags = RAI_PASSIVE;
-	if (rdma_getaddrinfo(addr, port, &hints, &res))
-		fail("rdma_getaddrinfo: %m");
-	return res;
 }
 
 #ifndef SIW_COMMIT_CLIENT
@@ -175,22 +166,11 @@ static int wait_done(struct rdma_cm_id *id, struct ibv_wc *wc, int *gone)
 
 static int server(const char *addr, const char *port)
 {
-	struct rdma_addrinfo *res = addrinfo(addr, port, 1);
-	struct ibv_qp_init_attr attr = {};
-	struct rdma_cm_id *lid, *id;
+	struct rdma_cm_id *lid = rc_endpoint(addr, port, 1, 4, 1), *id;
 	uint8_t *mem, *mem2;
 	unsigned int conn, i;
 	int last = 0;
 
-	attr.cap.max_send_wr = 4;
-	attr.cap.max_recv_wr = 4;
-	attr.cap.max_send_sge = 1;
-	attr.cap.max_recv_sge = 1;
-	attr.qp_type = IBV_QPT_RC;
-	attr.sq_sig_all = 1;
-	if (rdma_create_ep(&lid, res, NULL, &attr))
-		fail("rdma_create_ep: %m");
-	rdma_freeaddrinfo(res);
 	if (rdma_listen(lid, 1))
 		fail("rdma_listen: %m");
 	mem = aligned_alloc(MEM, MEM);
@@ -385,7 +365,6 @@ static void pass(const char *check, const char *what)
 
 static void conn_open(struct conn *c, const char *addr, const char *port)
 {
-	struct rdma_addrinfo *res = addrinfo(addr, port, 0);
 	struct rdma_conn_param p = param();
 	struct ibv_qp_init_attr_ex qa = {};
 	struct siwdv_qp_init_attr dv = {};
@@ -394,9 +373,7 @@ static void conn_open(struct conn *c, const char *addr, const char *port)
 	struct ibv_wc wc;
 
 	memset(c, 0, sizeof(*c));
-	if (rdma_create_ep(&c->id, res, NULL, NULL))
-		fail("rdma_create_ep: %m");
-	rdma_freeaddrinfo(res);
+	c->id = rc_endpoint(addr, port, 0, 0, 0);
 	c->pd = ibv_alloc_pd(c->id->verbs);
 	c->cq = ibv_create_cq(c->id->verbs, 32, NULL, NULL, 0);
 	if (!c->pd || !c->cq)
@@ -726,8 +703,7 @@ static void failing(const char *addr, const char *port, const char *check,
 static void hostile(const char *addr, const char *port, const char *check,
 		    const char *what, int kind)
 {
-	struct siw_sqe sqe = {}, *slot;
-	uint8_t *b = (uint8_t *)&sqe;
+	struct siw_sqe sqe = {};
 	struct siw_context *ctx;
 	struct siw_qp *qp;
 	struct conn c;
@@ -760,20 +736,9 @@ static void hostile(const char *addr, const char *port, const char *check,
 		sqe.verify.digest_len = 5;
 		break;
 	}
-	slot = &qp->sendq[qp->sq_put % qp->num_sqe];
-	/* Everything but the flags, then the flags with VALID: the element */
-	memcpy((uint8_t *)slot + 16, b + 16, sizeof(sqe) - 16);
-	memcpy(slot, b, 8);
-	slot->num_sge = sqe.num_sge;
-	slot->opcode = sqe.opcode;
-	slot->rkey = sqe.rkey;
-	__atomic_store_n(&slot->flags,
-			 (uint16_t)(SIW_WQE_VALID | SIW_WQE_SIGNALLED),
-			 __ATOMIC_RELEASE);
-	qp->sq_put++;
-	qp->wr_put = qp->sq_put;
-	if (siw_db(qp))
+	if (raw_post(qp, &sqe, SIW_WQE_SIGNALLED))
 		fail("%s: the doorbell: %m", check);
+	qp->wr_put = qp->sq_put;
 	expect(&c, check, sqe.id, 0, IBV_WC_LOC_QP_OP_ERR, -1);
 	pass(check, what);
 	conn_close(&c, 0);

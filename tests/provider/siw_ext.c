@@ -63,6 +63,7 @@
 
 #define PROG "siw_ext"
 #include "fail.h"
+#include "cm.h"
 
 struct info {
 	uint64_t addr;
@@ -73,30 +74,6 @@ struct info {
 static const uint8_t wdata[16] = "0123456789abcdef";
 static const uint8_t sdata[8] = { 's', 'e', 'n', 'd', 'i', 'm', 'm', '!' };
 static const uint8_t ddata[8] = { 's', 'i', 'w', '_', 'e', 'x', 't', '!' };
-
-static struct rdma_cm_id *endpoint(const char *addr, const char *port,
-				   int passive)
-{
-	struct rdma_addrinfo hints = {}, *res;
-	struct ibv_qp_init_attr attr = {};
-	struct rdma_cm_id *id;
-
-	hints.ai_port_space = RDMA_PS_TCP;
-	if (passive)
-		hints.ai_flags = RAI_PASSIVE;
-	if (rdma_getaddrinfo(addr, port, &hints, &res))
-		fail("rdma_getaddrinfo: %m");
-	attr.cap.max_send_wr = 16;
-	attr.cap.max_recv_wr = 16;
-	attr.cap.max_send_sge = 1;
-	attr.cap.max_recv_sge = 1;
-	attr.qp_type = IBV_QPT_RC;
-	attr.sq_sig_all = 1;
-	if (rdma_create_ep(&id, res, NULL, &attr))
-		fail("rdma_create_ep: %m");
-	rdma_freeaddrinfo(res);
-	return id;
-}
 
 static struct rdma_conn_param param(void)
 {
@@ -166,7 +143,7 @@ static int server(const char *addr, const char *port, int target)
 	uint64_t word;
 	int i, legacy;
 
-	lid = endpoint(addr, port, 1);
+	lid = rc_endpoint(addr, port, 1, 16, 1);
 	if (rdma_listen(lid, 1))
 		fail("rdma_listen: %m");
 	printf("siw_ext server: listening\n");
@@ -296,7 +273,7 @@ static int client(const char *addr, const char *port, int legacy,
 		  int imm_to_legacy)
 {
 	struct rdma_conn_param p = param();
-	struct rdma_cm_id *id = endpoint(addr, port, 0);
+	struct rdma_cm_id *id = rc_endpoint(addr, port, 0, 16, 1);
 	struct ibv_mr *mr;
 	struct {
 		struct info info;

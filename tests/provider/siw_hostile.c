@@ -31,6 +31,8 @@
 
 #define PROG "siw_hostile"
 #include "fail.h"
+#include "cm.h"
+#include "ring.h"
 
 enum { ANY_OPCODE = -1 };
 
@@ -87,30 +89,6 @@ static const struct hcase cases[] = {
 
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
-static struct rdma_cm_id *endpoint(const char *addr, const char *port,
-				   int passive)
-{
-	struct rdma_addrinfo hints = {}, *res;
-	struct ibv_qp_init_attr attr = {};
-	struct rdma_cm_id *id;
-
-	hints.ai_port_space = RDMA_PS_TCP;
-	if (passive)
-		hints.ai_flags = RAI_PASSIVE;
-	if (rdma_getaddrinfo(addr, port, &hints, &res))
-		fail("rdma_getaddrinfo: %m");
-	attr.cap.max_send_wr = 4;
-	attr.cap.max_recv_wr = 4;
-	attr.cap.max_send_sge = 6;
-	attr.cap.max_recv_sge = 1;
-	attr.qp_type = IBV_QPT_RC;
-	attr.sq_sig_all = 1;
-	if (rdma_create_ep(&id, res, NULL, &attr))
-		fail("rdma_create_ep: %m");
-	rdma_freeaddrinfo(res);
-	return id;
-}
-
 static struct rdma_conn_param param(void)
 {
 	struct rdma_conn_param p = {};
@@ -122,7 +100,7 @@ static struct rdma_conn_param param(void)
 
 static int server(const char *addr, const char *port)
 {
-	struct rdma_cm_id *lid = endpoint(addr, port, 1), *id;
+	struct rdma_cm_id *lid = rc_endpoint(addr, port, 1, 4, 6), *id;
 	struct rdma_conn_param p = param();
 	struct rdma_cm_event *ev;
 	unsigned int i;
@@ -152,10 +130,10 @@ static void one(const char *addr, const char *port, unsigned int i)
 {
 	const struct hcase *c = &cases[i];
 	struct rdma_conn_param p = param();
-	struct rdma_cm_id *id = endpoint(addr, port, 0);
+	struct rdma_cm_id *id = rc_endpoint(addr, port, 0, 4, 6);
 	struct siw_context *ctx;
 	struct siw_qp *qp;
-	struct siw_sqe sqe, *slot;
+	struct siw_sqe sqe;
 	struct ibv_wc wc;
 	uint8_t *b = (uint8_t *)&sqe;
 	int n;
@@ -174,18 +152,7 @@ static void one(const char *addr, const char *port, unsigned int i)
 	sqe.sge[0].length = c->sge0_len;
 	if (c->off1)
 		b[c->off1] = c->val1;
-	slot = &qp->sendq[qp->sq_put % qp->num_sqe];
-	/* Everything but the flags, then the flags with VALID: the element */
-	memcpy((uint8_t *)slot + 16, b + 16, sizeof(sqe) - 16);
-	memcpy(slot, b, 8);
-	slot->num_sge = sqe.num_sge;
-	slot->opcode = sqe.opcode;
-	slot->rkey = sqe.rkey;
-	__atomic_store_n(&slot->flags,
-			 (uint16_t)(c->flags | SIW_WQE_VALID | SIW_WQE_SIGNALLED),
-			 __ATOMIC_RELEASE);
-	qp->sq_put++;
-	if (siw_db(qp))
+	if (raw_post(qp, &sqe, c->flags | SIW_WQE_SIGNALLED))
 		fail("%s: the doorbell: %m", c->name);
 	n = rdma_get_send_comp(id, &wc);
 	if (n != 1)
