@@ -155,8 +155,5 @@ cycles_round() {
 # with the RDMA device, publish this VM's address and wait for the peer.
 pair_up() {
 	load_driver
-	rsiw_up eth0
-	publish ip "$RSIW_IP"
-	barrier up
-	wait_peer 30
+	peer_link_up
 }

@@ -240,6 +240,16 @@ wait_peer() {
 	done
 }
 
+# peer_link_up: the start of a two-VM case, its driver loaded: the device on
+# eth0, this VM's address published, both VMs at barrier "up", the peer
+# reachable.
+peer_link_up() {
+	rsiw_up eth0
+	publish ip "$RSIW_IP"
+	barrier up
+	wait_peer 30
+}
+
 # barrier NAME [SECONDS]: wait until every VM of the test reached NAME. It uses
 # files in the run directory shared by all VMs, not the link under test.
 barrier() {

@@ -25,10 +25,7 @@
 
 port=7400
 load_driver
-rsiw_up eth0
-publish ip "$RSIW_IP"
-barrier up
-wait_peer 30
+peer_link_up
 
 if [ "$RSIW_ROLE" = a ]; then
 	stdbuf -oL ucmatose -p $port -c 1 -C 0 >"$RSIW_OUT/ucmatose.log" 2>&1 &

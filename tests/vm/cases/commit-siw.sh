@@ -18,10 +18,7 @@ if [ "$RSIW_ROLE" = a ]; then
 else
 	load_driver
 fi
-rsiw_up eth0
-publish ip "$RSIW_IP"
-barrier up
-wait_peer 30
+peer_link_up
 
 if [ "$RSIW_ROLE" = b ]; then
 	python3 /rsiw/tests/vm/py/ext_siw.py "$RSIW_IP" $port >"$RSIW_OUT/ext_siw.log" 2>&1 &

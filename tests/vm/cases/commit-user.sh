@@ -32,10 +32,7 @@
 [ "$RSIW_PROVIDER" = rsiw ] || die "this case needs the patched provider"
 
 run modprobe rsiw rfc7306=1 commit=1
-rsiw_up eth0
-publish ip "$RSIW_IP"
-barrier up
-wait_peer 30
+peer_link_up
 ip=$(fetch b ip)
 
 ctx=$("$RSIW_PROVIDER_DIR/bin/siw_ctx" "$DEV")

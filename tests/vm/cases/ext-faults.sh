@@ -27,10 +27,7 @@ if [ "$RSIW_ROLE" = a ]; then
 else
 	load_driver
 fi
-rsiw_up eth0
-publish ip "$RSIW_IP"
-barrier up
-wait_peer 30
+peer_link_up
 
 # serve PORT [off]: the server on a, the raw peer on b.
 serve() {

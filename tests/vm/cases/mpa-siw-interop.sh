@@ -51,11 +51,7 @@
 [ "$RSIW_DRIVER" = rsiw ] || [ "$RSIW_PEER_DRIVER" = rsiw ] ||
 	skip "needs rsiw on one side (module parameters select the variants)"
 
-load_driver
-rsiw_up eth0
-publish ip "$RSIW_IP"
-barrier up
-wait_peer 30
+pair_up
 port=7600
 size=65535
 

@@ -30,10 +30,7 @@
 [ "$RSIW_PROVIDER" = rsiw ] || die "this case needs the patched provider"
 
 run modprobe rsiw rfc7306=1
-rsiw_up eth0
-publish ip "$RSIW_IP"
-barrier up
-wait_peer 30
+peer_link_up
 ip=$(fetch b ip)
 
 # check LOG TITLE SIZE ITERS: the sane output of a perftest run.

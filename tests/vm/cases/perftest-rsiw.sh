@@ -18,10 +18,7 @@
 [ "$RSIW_DRIVER" = rsiw ] || skip "rsiw with rsiw only"
 
 load_driver
-rsiw_up eth0
-publish ip "$RSIW_IP"
-barrier up
-wait_peer 30
+peer_link_up
 port=18700
 ip=$(fetch b ip)
 # run TOOL SIZE ITERS [QPS]: one perftest run, VM b serving.

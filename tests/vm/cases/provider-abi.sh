@@ -64,10 +64,7 @@ run rdma link delete siwlo
 run rmmod siw
 
 run modprobe rsiw rfc7306=1
-rsiw_up eth0
-publish ip "$RSIW_IP"
-barrier up
-wait_peer 30
+peer_link_up
 
 if [ "$RSIW_ROLE" = a ]; then
 	ctx=$("$RSIW_PROVIDER_DIR/bin/siw_ctx" "$DEV")

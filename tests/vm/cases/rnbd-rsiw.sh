@@ -16,10 +16,7 @@
 
 [ "$RSIW_DRIVER" = rsiw ] || skip "RTRS needs immediate data, which siw does not have"
 run modprobe rsiw rfc7306=1
-rsiw_up eth0
-publish ip "$RSIW_IP"
-barrier up
-wait_peer 30
+peer_link_up
 
 for inv in Y N; do
 	if [ "$RSIW_ROLE" = a ]; then

@@ -42,11 +42,7 @@
 
 [ "$RSIW_DRIVER" = rsiw ] || skip "rsiw with rsiw only"
 
-load_driver
-rsiw_up eth0
-publish ip "$RSIW_IP"
-barrier up
-wait_peer 30
+pair_up
 port=7700
 big=65535
 

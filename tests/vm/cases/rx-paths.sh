@@ -17,10 +17,7 @@
 
 port=7600
 load_driver
-rsiw_up eth0
-publish ip "$RSIW_IP"
-barrier up
-wait_peer 30
+peer_link_up
 
 if [ "$RSIW_ROLE" = a ]; then
 	python3 /rsiw/tests/vm/py/rx_paths.py server "$RSIW_IP" $port >"$RSIW_OUT/rx_paths.log" 2>&1 &

@@ -15,10 +15,7 @@
 . /rsiw/tests/vm/lib.sh
 
 load_driver
-rsiw_up eth0
-publish ip "$RSIW_IP"
-barrier up
-wait_peer 30
+peer_link_up
 port=7900
 for srv in a b; do
 	ip=$(fetch "$srv" ip)
