@@ -10,13 +10,15 @@
 //! hostile: the user may write any byte at any time, concurrently with the kernel. This module
 //! gives drivers a safe interface to it:
 //!
-//! - [`SharedBuf`] is zeroed, page-aligned memory from `vmalloc_user()`. It is only accessed
+//! - [`SharedBuf`] is zeroed, page-aligned memory from `vmalloc()`. It is only accessed
 //!   through copies made with atomic (`READ_ONCE`/`WRITE_ONCE` like) loads and stores; no Rust
 //!   reference to its contents is ever formed. [`SharedBuf::read`] copies a whole element into
 //!   a kernel-owned value, which the driver then validates: the value cannot change under it.
 //! - [`RingBuf`] is a [`SharedBuf`] that is either kernel-only or published to a user context
 //!   through an mmap entry ([`RingBuf::new_user`]); [`RingBuf::mmap_key`] is the offset user
-//!   space passes to `mmap()`.
+//!   space passes to `mmap()`. Memory published to user space is charged to the memory cgroup
+//!   of the process that asked for it (`__GFP_ACCOUNT`), as user-driven kernel memory should
+//!   be: a user that creates large queues pays for them within its own limits.
 //! - [`map_ring`] maps a published buffer: it is the default `mmap` operation of a user context
 //!   ([`super::ucontext::Operations::mmap`]). The device's `mmap_free` operation is implemented
 //!   here for every driver with user contexts ([`mmap_free_callback`]): an mmap entry owns its
@@ -24,9 +26,14 @@
 //!   refers to it, and is freed with the last reference to the entry.
 
 use crate::{
+    alloc::{
+        flags,
+        Flags, //
+    },
     bindings,
     error::to_result,
     mm::virt::VmaNew,
+    page::PAGE_SIZE,
     prelude::*,
     sync::atomic::{
         Acquire,
@@ -46,7 +53,7 @@ use super::{
     udata::Udata, //
 };
 
-/// Zeroed memory from `vmalloc_user()` that may be mapped into user space.
+/// Zeroed memory from `vmalloc()` that may be mapped into user space (with [`map_ring`]).
 ///
 /// All accesses are atomic loads and stores of naturally aligned words (`READ_ONCE()` and
 /// `WRITE_ONCE()`, or the kernel's atomics), so they are sound even while a user process writes
@@ -54,24 +61,36 @@ use super::{
 ///
 /// # Invariants
 ///
-/// `ptr` was returned by `vmalloc_user(len)`, `len > 0`, and is owned by this object (freed with
-/// `vfree()` on drop). The allocation is page aligned.
+/// `ptr` was returned by `__vmalloc(len, GFP_KERNEL | __GFP_ZERO)`, with `__GFP_ACCOUNT` or
+/// without, `len > 0`, and is owned by this object (freed with `vfree()` on drop). The
+/// allocation is page aligned and made of whole order-0 pages.
 pub struct SharedBuf {
     ptr: NonNull<u8>,
     len: usize,
 }
 
 impl SharedBuf {
-    /// Allocates `len` zeroed bytes (rounded up to whole pages by the allocator).
+    /// Allocates `len` zeroed bytes (rounded up to whole pages by the allocator), not charged
+    /// to a memory cgroup (kernel queues).
     pub fn new(len: usize) -> Result<Self> {
+        Self::alloc(len, flags::GFP_KERNEL | flags::__GFP_ZERO)
+    }
+
+    /// Allocates `len` zeroed bytes, charged to the memory cgroup of the current task: for
+    /// memory a user asks for.
+    pub fn new_accounted(len: usize) -> Result<Self> {
+        Self::alloc(len, flags::GFP_KERNEL_ACCOUNT | flags::__GFP_ZERO)
+    }
+
+    fn alloc(len: usize, gfp: Flags) -> Result<Self> {
         if len == 0 {
             return Err(EINVAL);
         }
-        // SAFETY: `vmalloc_user_noprof()` may be called with any size; it returns zeroed memory
-        // or NULL.
-        let ptr = unsafe { bindings::vmalloc_user_noprof(len) };
+        // SAFETY: `__vmalloc_noprof()` may be called with any size and these flags (it may
+        // sleep: so may our caller, as `GFP_KERNEL` says); it returns zeroed memory or NULL.
+        let ptr = unsafe { bindings::__vmalloc_noprof(len, gfp.as_raw()) };
         let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(ENOMEM)?;
-        // INVARIANT: `ptr` is a `vmalloc_user()` allocation of `len > 0` bytes that we own.
+        // INVARIANT: `ptr` is a zeroed `__vmalloc()` allocation of `len > 0` bytes that we own.
         Ok(Self { ptr, len })
     }
 
@@ -243,7 +262,7 @@ impl SharedBuf {
 
 impl Drop for SharedBuf {
     fn drop(&mut self) {
-        // SAFETY: By the type invariant `ptr` came from `vmalloc_user()` and is owned by us.
+        // SAFETY: By the type invariant `ptr` came from `__vmalloc()` and is owned by us.
         // Pages still mapped into user space stay alive through the mapping's own references.
         unsafe { bindings::vfree(self.ptr.as_ptr().cast()) };
     }
@@ -395,7 +414,8 @@ impl RingBuf {
         if uctx.is_null() {
             return Err(EINVAL);
         }
-        let buf = SharedBuf::new(len)?;
+        // User-driven memory: charged to the caller's memory cgroup.
+        let buf = SharedBuf::new_accounted(len)?;
         let entry = KBox::new(
             Entry {
                 rdma: Opaque::zeroed(),
@@ -479,7 +499,7 @@ unsafe impl Sync for RingBuf {}
 /// match (the default [`Operations::mmap`](super::ucontext::Operations::mmap)).
 ///
 /// Fails with `EINVAL` if no buffer of the context has that key and size, and with the errors of
-/// `remap_vmalloc_range()`.
+/// `vm_insert_page()`.
 pub fn map_ring<T: Driver>(uctx: &Ucontext<T>, vma: &VmaNew) -> Result {
     // SAFETY: `uctx` is a live user context and `vma` a mapping being set up for it. On success
     // we own a reference to an entry whose size matches the mapping's.
@@ -490,14 +510,48 @@ pub fn map_ring<T: Driver>(uctx: &Ucontext<T>, vma: &VmaNew) -> Result {
     // All entries of a context are `Entry`s (only `RingBuf::new_user` inserts entries), with the
     // C entry at offset 0.
     let entry = rdma.cast::<Entry>();
-    // SAFETY: We hold a reference, so the entry and its buffer are alive. The buffer came from
-    // `vmalloc_user()` and is at least as large as the mapping (checked by
-    // `rdma_user_mmap_entry_get()` against the entry's size).
-    let ret =
-        unsafe { bindings::remap_vmalloc_range(vma.as_ptr(), (*entry).buf.as_ptr().cast(), 0) };
+    // SAFETY: We hold a reference, so the entry and its buffer are alive.
+    let buf = unsafe { &(*entry).buf };
+    let ret = insert_pages(buf, vma);
     // SAFETY: We own the reference taken above.
     unsafe { bindings::rdma_user_mmap_entry_put(rdma) };
-    to_result(ret)
+    ret
+}
+
+/// Maps the pages of `buf` into `vma`, from its start, as `remap_vmalloc_range()` does for
+/// `vmalloc_user()` memory (whose `VM_USERMAP` flag an accounted allocation cannot have).
+fn insert_pages(buf: &SharedBuf, vma: &VmaNew) -> Result {
+    let size = vma.end().checked_sub(vma.start()).ok_or(EINVAL)?;
+    // The buffer is made of whole pages (type invariant).
+    let room = buf
+        .len()
+        .checked_next_multiple_of(PAGE_SIZE)
+        .ok_or(EINVAL)?;
+    // `size` is a multiple of the page size, as every mapping's.
+    if size > room {
+        return Err(EINVAL);
+    }
+    vma.set_mixedmap();
+    let mut off = 0;
+    while off < size {
+        // SAFETY: `off < size <= room`: the address is inside the buffer's vmalloc area, which
+        // stays allocated while `buf` is borrowed.
+        let page = unsafe {
+            bindings::vmalloc_to_page(buf.as_ptr().add(off).cast_const().cast::<c_void>())
+        };
+        if page.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: `vma` is being set up by `mmap()` (its `VmaNew` invariant: the mmap lock is
+        // held for writing) and has `VM_MIXEDMAP`; `start + off` is a page-aligned address
+        // inside it; `page` is an order-0 vmalloc page, which `vm_insert_page()` takes a
+        // reference to, so it outlives the buffer while mapped.
+        to_result(unsafe { bindings::vm_insert_page(vma.as_ptr(), vma.start() + off, page) })?;
+        off += PAGE_SIZE;
+    }
+    vma.set_dontexpand();
+    vma.set_dontdump();
+    Ok(())
 }
 
 /// The `mmap_free` device operation: frees an [`Entry`] and its buffer.

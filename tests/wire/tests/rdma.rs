@@ -568,6 +568,38 @@ fn rdmap_05_read_response_matching() {
     );
 }
 
+/// A Read is done once the payload of its last Read Response segment is
+/// placed ([`OrdQueue::read_response_end`]), not at that segment's header:
+/// the driver completes done Reads, and invalidates the sink of a Read with
+/// Local Invalidate, from TX too, while RX may still be placing the rest of
+/// a large last segment (nvmeof-rsiw: the target terminated 1/1/00 and its
+/// ULP used the data before it was all there).
+#[test]
+fn rdmap_05_read_done_once_last_segment_placed() {
+    let mut q: OrdQueue<8> = OrdQueue::new(4);
+    let rd = Request::Read {
+        sink_stag: 5,
+        sink_to: 0,
+        size: 8192,
+    };
+    q.issue(rd).unwrap();
+    assert_eq!(q.read_response_segment(5, 0, 4096, false), Ok(()));
+    assert!(!q.read_response_end(), "not the last segment");
+    assert!(!q.head_done());
+    // The last segment's header: matched, but its payload is not placed.
+    assert_eq!(q.read_response_segment(5, 4096, 4096, true), Ok(()));
+    assert!(!q.head_done(), "done before its payload is placed");
+    assert_eq!(q.inflight(), 1);
+    assert_eq!(q.pop_completed(), None);
+    // Its end.
+    assert!(q.read_response_end());
+    assert!(q.head_done());
+    assert_eq!(q.inflight(), 0);
+    assert_eq!(q.pop_completed(), Some(rd));
+    assert!(!q.read_response_end(), "nothing outstanding");
+    assert!(q.is_empty());
+}
+
 #[test]
 fn rdmap_06_read_request_errors_echo_rdma_header() {
     let (c, echo) = access_error(Target::ReadRequest, Fault::Bounds);

@@ -10,6 +10,12 @@
 //! byte during the call. User payload so takes one copy on its way to the wire, as with `send()`
 //! on a TCP socket, instead of two (into a staging buffer, then into the socket), and a work
 //! request whose last byte TCP took may complete at once, since TCP holds its own copy.
+//!
+//! Staging pages are allocated as the batch first needs them, up to the room it was created
+//! with: a connection that only ever sends small messages holds one page, not the 128 KiB a
+//! batch of the largest FPDUs needs. Pages beyond the first that stayed unused for
+//! [`SHRINK_AFTER`] batches in a row are freed again. Staging runs in process context (the
+//! TX engine holds a mutex and the socket lock), where the allocation may sleep.
 
 use kernel::{
     net::{
@@ -28,6 +34,9 @@ use kernel::{
 
 /// Fragments a batch may hold.
 pub(crate) const MAX_SEGS: usize = 320;
+
+/// Batches in a row that used at most one staging page, after which the others are freed.
+const SHRINK_AFTER: u32 = 256;
 
 /// A fragment of the batch.
 enum Seg {
@@ -63,7 +72,11 @@ pub(crate) struct Mark {
 ///
 /// Bytes `[0, len)` are queued in `segs`, in wire order; `[0, sent)` of them are with TCP.
 pub(crate) struct Batch {
+    /// The staging pages allocated so far, at most `max_pages`.
     stage: KVec<StagingPage>,
+    max_pages: usize,
+    /// Batches in a row that used only the first staging page.
+    small: u32,
     /// The next free staging byte: offset `so` of page `sp`.
     sp: usize,
     so: usize,
@@ -76,15 +89,16 @@ pub(crate) struct Batch {
 }
 
 impl Batch {
-    /// An empty batch that can stage `stage_bytes` bytes. May sleep.
+    /// An empty batch that can stage `stage_bytes` bytes, with one staging page allocated
+    /// (the others come when first used). May sleep.
     pub(crate) fn new(stage_bytes: usize) -> Result<Self> {
-        let pages = stage_bytes.div_ceil(PAGE_SIZE).max(1);
-        let mut stage = KVec::with_capacity(pages, GFP_KERNEL)?;
-        for _ in 0..pages {
-            stage.push(StagingPage::new()?, GFP_KERNEL)?;
-        }
+        let max_pages = stage_bytes.div_ceil(PAGE_SIZE).max(1);
+        let mut stage = KVec::with_capacity(max_pages, GFP_KERNEL)?;
+        stage.push(StagingPage::new()?, GFP_KERNEL)?;
         Ok(Self {
             stage,
+            max_pages,
+            small: 0,
             sp: 0,
             so: 0,
             segs: KVec::with_capacity(MAX_SEGS, GFP_KERNEL)?,
@@ -110,8 +124,18 @@ impl Batch {
         MAX_SEGS.saturating_sub(self.segs.len())
     }
 
-    /// Empties the batch, dropping its page references.
+    /// Empties the batch, dropping its page references. Frees the staging pages beyond the
+    /// first once they were not needed for [`SHRINK_AFTER`] batches.
     pub(crate) fn clear(&mut self) {
+        if self.sp == 0 && self.stage.len() > 1 {
+            self.small = self.small.saturating_add(1);
+            if self.small >= SHRINK_AFTER {
+                self.stage.truncate(1);
+                self.small = 0;
+            }
+        } else {
+            self.small = 0;
+        }
         self.segs.clear();
         self.sp = 0;
         self.so = 0;
@@ -180,7 +204,7 @@ impl Batch {
                 self.so = 0;
             }
             let chunk = (n - at).min(PAGE_SIZE - self.so);
-            let page = self.stage.get_mut(self.sp).ok_or(ENOSPC)?;
+            let page = staging_page(&mut self.stage, self.max_pages, self.sp)?;
             page.with_slice_mut(self.so, chunk, |s| f(s, at))??;
             self.add(Seg::Stage {
                 page: self.sp,
@@ -205,12 +229,10 @@ impl Batch {
         } else {
             (self.sp.saturating_add(1), 0)
         };
-        if n > PAGE_SIZE {
+        if n > PAGE_SIZE || sp >= self.max_pages {
             return Ok(false);
         }
-        let Some(page) = self.stage.get_mut(sp) else {
-            return Ok(false);
-        };
+        let page = staging_page(&mut self.stage, self.max_pages, sp)?;
         page.with_slice_mut(so, n, f)??;
         self.add(Seg::Stage {
             page: sp,
@@ -338,4 +360,23 @@ impl Batch {
             self.soff = 0;
         }
     }
+}
+
+/// Returns staging page `i` of `stage`, allocating the pages up to it if needed: `ENOSPC` at
+/// or beyond `max_pages`, `ENOMEM` if the allocation fails. May sleep.
+fn staging_page(
+    stage: &mut KVec<StagingPage>,
+    max_pages: usize,
+    i: usize,
+) -> Result<&mut StagingPage> {
+    if i >= max_pages {
+        return Err(ENOSPC);
+    }
+    while stage.len() <= i {
+        // Within the capacity reserved at creation (`max_pages`): the vector does not move.
+        stage
+            .push_within_capacity(StagingPage::new()?)
+            .map_err(|_| ENOSPC)?;
+    }
+    stage.get_mut(i).ok_or(ENOSPC)
 }

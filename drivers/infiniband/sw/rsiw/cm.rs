@@ -15,7 +15,15 @@
 //!   `error_report` always come here.
 //! - [`CmDev`] is the per-device part: the ordered work queue all CM work runs on, and the
 //!   registry of live listeners and endpoints (for the iw_cm's provider tokens, for the QP's
-//!   hooks, and for tearing everything down with the device).
+//!   hooks, and for tearing everything down with the device). Endpoints are found by token and
+//!   by QP number in red-black trees, in O(log n) however many connections a peer opens.
+//!
+//! # Limits
+//!
+//! A passive endpoint waits for its MPA Request for at most [`REQUEST_TIMEOUT`], holding a
+//! socket and its state. A device holds at most `max_mpa_pending` (a module parameter) such
+//! endpoints: a listener resets connections beyond it at once, and says so once in the kernel
+//! log, as TCP does for a SYN flood.
 //!
 //! # Contexts
 //!
@@ -25,8 +33,8 @@
 //! endpoint's `inner` mutex.
 //!
 //! Lock order: the registry, then a `Cep`'s or `Listener`'s `inner` mutex, then the QP's
-//! `modify` mutex, then the socket lock, then the `fast` spinlock. The socket callbacks find the data path
-//! under RCU.
+//! `modify` mutex, then the socket lock, then the `fast` spinlock. The QP number map (`qpns`)
+//! is a leaf. The socket callbacks find the data path under RCU.
 
 use crate::{
     conn::{
@@ -89,6 +97,10 @@ use kernel::{
     },
     new_condvar, new_mutex, new_spinlock_irq, new_work,
     prelude::*,
+    rbtree::{
+        RBTree,
+        RBTreeNodeReservation, //
+    },
     rdma::{
         device::Device,
         iwcm::{
@@ -234,7 +246,8 @@ fn ev_u8(v: u32) -> u8 {
 /// Live listeners and endpoints of a device.
 struct Registry {
     listeners: KVec<Arc<Listener>>,
-    ceps: KVec<Arc<Cep>>,
+    /// The endpoints, by provider token.
+    ceps: RBTree<usize, Arc<Cep>>,
     /// Set when the device goes away: nothing new is registered.
     dead: bool,
 }
@@ -246,8 +259,13 @@ pub(crate) struct CmDev {
     queue: OwnedQueue,
     /// The next provider token (never 0).
     next_token: Atomic<usize>,
+    /// Passive endpoints waiting for their MPA Request (at most `max_mpa_pending`).
+    pending: Atomic<usize>,
     #[pin]
     reg: Mutex<Registry>,
+    /// The endpoints bound to a QP, by QP number (for the QP's hooks). A leaf lock.
+    #[pin]
+    qpns: Mutex<RBTree<u32, Arc<Cep>>>,
 }
 
 impl CmDev {
@@ -261,39 +279,74 @@ impl CmDev {
     }
 
     fn register_cep(&self, cep: &Arc<Cep>) -> Result {
+        // Allocated before the lock: the tree takes no allocation failure half-way.
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let mut r = self.reg.lock();
         if r.dead {
             return Err(ENODEV);
         }
-        r.ceps.push(cep.clone(), GFP_KERNEL)?;
+        // Tokens are unique (a 64-bit counter): nothing is replaced.
+        drop(r.ceps.insert(node.into_node(cep.token, cep.clone())));
         Ok(())
     }
 
     fn unregister_cep(&self, cep: &Cep) -> Option<Arc<Cep>> {
         let mut r = self.reg.lock();
-        let i = r.ceps.iter().position(|c| core::ptr::eq(&**c, cep))?;
-        r.ceps.remove(i).ok()
+        let mine = matches!(r.ceps.get(&cep.token), Some(c) if core::ptr::eq(&**c, cep));
+        if mine {
+            r.ceps.remove(&cep.token)
+        } else {
+            None
+        }
     }
 
     fn cep_by_token(&self, token: usize) -> Option<Arc<Cep>> {
-        self.reg
-            .lock()
-            .ceps
-            .iter()
-            .find(|c| c.token == token)
-            .cloned()
+        self.reg.lock().ceps.get(&token).cloned()
     }
 
     fn cep_by_qpn(&self, qpn: u32) -> Option<Arc<Cep>> {
         if qpn == 0 {
             return None;
         }
-        self.reg
-            .lock()
-            .ceps
-            .iter()
-            .find(|c| c.qpn.load(Relaxed) == qpn)
-            .cloned()
+        self.qpns.lock().get(&qpn).cloned()
+    }
+
+    /// Binds `cep` to QP number `qpn`; `EBUSY` if another endpoint has that QP.
+    fn bind_qpn(&self, cep: &Arc<Cep>, qpn: u32) -> Result {
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let mut m = self.qpns.lock();
+        if m.get(&qpn).is_some() {
+            return Err(EBUSY);
+        }
+        drop(m.insert(node.into_node(qpn, cep.clone())));
+        cep.qpn.store(qpn, Relaxed);
+        Ok(())
+    }
+
+    /// Unbinds `cep` from its QP number, if bound.
+    fn unbind_qpn(&self, cep: &Cep) {
+        let qpn = cep.qpn.xchg(0, Relaxed);
+        if qpn == 0 {
+            return;
+        }
+        let old = {
+            let mut m = self.qpns.lock();
+            let mine = matches!(m.get(&qpn), Some(c) if core::ptr::eq(&**c, cep));
+            if mine {
+                m.remove(&qpn)
+            } else {
+                None
+            }
+        };
+        // Outside the lock: this may be the last reference but one (the caller holds one).
+        drop(old);
+    }
+
+    /// Whether a listener may take one more passive endpoint (`max_mpa_pending`, 0: no
+    /// limit).
+    fn may_accept(&self) -> bool {
+        let max = crate::module_parameters::max_mpa_pending.value() as usize;
+        max == 0 || self.pending.load(Relaxed) < max
     }
 }
 
@@ -311,14 +364,16 @@ impl DeviceCm {
             pin_init!(CmDev {
                 queue,
                 next_token: Atomic::new(1),
+                pending: Atomic::new(0),
                 reg <- new_mutex!(
                     Registry {
                         listeners: KVec::new(),
-                        ceps: KVec::new(),
+                        ceps: RBTree::new(),
                         dead: false,
                     },
                     "rsiw_cm_registry"
                 ),
+                qpns <- new_mutex!(RBTree::new(), "rsiw_cm_qpns"),
             }),
             GFP_KERNEL,
         )?;
@@ -342,7 +397,7 @@ impl Drop for DeviceCm {
         for l in listeners.iter() {
             l.shutdown();
         }
-        for c in ceps.iter() {
+        for c in ceps.values() {
             c.teardown(None);
         }
         drop(listeners);
@@ -362,6 +417,8 @@ pub(crate) struct Listener {
     token: usize,
     /// The listening id; reports `ConnectRequest`.
     id: ARef<CmId>,
+    /// Connections the listener reset for `max_mpa_pending`.
+    refused: Atomic<usize>,
     /// The socket, until the listener is destroyed.
     #[pin]
     sock: Mutex<Option<TcpSocket>>,
@@ -392,6 +449,7 @@ impl WorkItem for Listener {
         // Bounded: a flood of connections is served in several runs.
         for _ in 0..64 {
             match s.accept() {
+                Ok(new) if !this.cm.may_accept() => this.refuse(new),
                 Ok(new) => {
                     if let Err(e) = Cep::new_passive(&this, new) {
                         pr_debug!("cm: dropping a new connection: {:?}\n", e);
@@ -406,11 +464,29 @@ impl WorkItem for Listener {
 }
 
 impl Listener {
+    /// Resets a connection that would exceed `max_mpa_pending`: the flood of a peer that
+    /// opens connections and never sends its MPA Request ends here, at the cost of a TCP
+    /// handshake. Process context.
+    fn refuse(&self, sock: TcpSocket) {
+        sock.set_no_linger();
+        drop(sock);
+        if self.refused.fetch_add(1, Relaxed) == 0 {
+            pr_info!(
+                "cm: {} connections wait for their MPA Request (max_mpa_pending): resetting new ones\n",
+                self.cm.pending.load(Relaxed)
+            );
+        }
+    }
+
     /// Closes the listening socket; connections already accepted live on. Process context.
     fn shutdown(&self) {
         let s = self.sock.lock().take();
         // Dropping detaches the callbacks (waiting for running ones) and releases the socket.
         drop(s);
+        let n = self.refused.xchg(0, Relaxed);
+        if n != 0 {
+            pr_info!("cm: a listener reset {} connections (max_mpa_pending)\n", n);
+        }
     }
 }
 
@@ -457,6 +533,7 @@ pub(crate) fn create_listen(dev: &Device<RsiwDevice>, id: &CmId, backlog: u32) -
             cm: cm.clone(),
             token: cm.new_token(),
             id: ARef::from(id),
+            refused: Atomic::new(0),
             sock <- new_mutex!(None, "rsiw_listener_sock"),
             work <- new_work!("rsiw_listener_work"),
         }),
@@ -501,7 +578,7 @@ pub(crate) fn destroy_listen(dev: &Device<RsiwDevice>, id: &CmId) -> Result {
     let orphans: KVec<Arc<Cep>> = {
         let r = cm.reg.lock();
         let mut v = KVec::new();
-        for c in r.ceps.iter() {
+        for c in r.ceps.values() {
             if c.listener_token == token {
                 v.push(c.clone(), GFP_KERNEL)?;
             }
@@ -586,6 +663,8 @@ struct Inner {
     ord: u32,
     /// Close with a RST instead of a FIN.
     abort: bool,
+    /// Passive: counted in [`CmDev::pending`] (waiting for the MPA Request).
+    pending: bool,
 }
 
 /// A connection endpoint.
@@ -718,6 +797,7 @@ impl Cep {
                         ird: 0,
                         ord: 0,
                         abort: false,
+                        pending: false,
                     },
                     "rsiw_cep"
                 ),
@@ -767,6 +847,8 @@ impl Cep {
         l.cm.register_cep(&cep)?;
         {
             let mut g = cep.inner.lock();
+            g.pending = true;
+            l.cm.pending.fetch_add(1, Relaxed);
             g.listener = Some(l.clone());
             g.reader = Some(reader);
             g.sock = Some(sock.clone());
@@ -953,6 +1035,7 @@ impl Cep {
         g.req_hdr = Some(hdr);
         g.req_pd = pd_all;
         g.state = State::RecvdRequest;
+        self.not_pending(g);
         let r = listener.id.event(&Event {
             kind: EventKind::ConnectRequest,
             status: None,
@@ -1199,6 +1282,7 @@ impl Cep {
             return;
         }
         g.state = State::Closed;
+        self.not_pending(g);
         g.timer = None;
         // After a grace period: no socket callback uses the data path any more.
         let conn = self.conn.replace(None);
@@ -1214,8 +1298,8 @@ impl Cep {
             terminated = c.terminated();
         }
         g.conn = None;
+        self.cm.unbind_qpn(self);
         if let Some(qp) = g.qp.take() {
-            self.qpn.store(0, Relaxed);
             RsiwQp::cm_disconnected(&qp);
         }
         if let (Some(kind), Some(id)) = (last, g.id.as_ref()) {
@@ -1242,6 +1326,14 @@ impl Cep {
         }
         drop(sock);
         drop(self.cm.unregister_cep(self));
+    }
+
+    /// A passive endpoint stops waiting for its MPA Request (it arrived, or the endpoint
+    /// closes): it no longer counts against `max_mpa_pending`.
+    fn not_pending(&self, g: &mut Inner) {
+        if core::mem::replace(&mut g.pending, false) {
+            self.cm.pending.fetch_sub(1, Relaxed);
+        }
     }
 
     /// Closes the endpoint, from outside its work item.
@@ -1402,8 +1494,11 @@ pub(crate) fn connect(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>
     req_pd.extend_from_slice(pd, GFP_KERNEL)?;
     cm.register_cep(&cep)?;
     let mut g = cep.inner.lock();
+    if let Err(e) = cm.bind_qpn(&cep, param.qpn()) {
+        cep.close_locked(&mut g, None);
+        return Err(e);
+    }
     g.id = Some(ARef::from(id));
-    cep.qpn.store(param.qpn(), Relaxed);
     g.qp = Some(qp);
     g.reader = Some(reader);
     g.req_pd = req_pd;
@@ -1540,8 +1635,10 @@ pub(crate) fn accept(dev: &Device<RsiwDevice>, id: &CmId, param: &ConnParam<'_>)
             return fail(&cep, &mut g, EINVAL);
         }
     };
+    if let Err(e) = dev.cm.cm.bind_qpn(&cep, param.qpn()) {
+        return fail(&cep, &mut g, e);
+    }
     g.id = Some(ARef::from(id));
-    cep.qpn.store(param.qpn(), Relaxed);
     g.qp = Some(qp);
     g.ird = u32::from(p.ird);
     g.ord = u32::from(p.ord);

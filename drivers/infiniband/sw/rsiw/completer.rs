@@ -7,9 +7,11 @@
 //! (spec-map T-12). RX matches each Read Response segment against the oldest outstanding Read
 //! ([`read_response_segment`]: its STag, TO and length must continue it, and the sink must be
 //! ours to write, T-20) before anything is placed; a response that matches nothing is the
-//! peer's error (1/1/00, 1/1/01). Once a response is complete, [`deliver`] (run after the RX
-//! lock is dropped) completes the requests at the head of the ORQ whose responses arrived,
-//! in send queue order, and wakes TX if it waited for an ORD credit or a fence.
+//! peer's error (1/1/00, 1/1/01). A Read is complete once the payload of its last segment is
+//! placed ([`read_response_end`]), not at that segment's header. Then [`deliver`] (run after
+//! the RX lock is dropped, or by TX) completes the requests at the head of the ORQ whose
+//! responses arrived, in send queue order, and wakes TX if it waited for an ORD credit or a
+//! fence.
 //!
 //! When the connection goes down, [`flush`] completes what is left in order; a Terminate from
 //! the peer fails the oldest outstanding request with its error ([`peer_term_status`]).
@@ -90,6 +92,16 @@ pub(crate) fn read_response_segment(
 /// delivered once the RX lock is dropped.
 pub(crate) fn response_end(out: &mut RxOut) {
     out.deliver = true;
+}
+
+/// The last segment of a Read Response ended, its payload placed and its CRC matched: only
+/// now is the Read done. Done at its header, it could be completed (by a [`deliver`] that TX
+/// runs meanwhile) while the rest of its payload was still arriving: the consumer would see
+/// the data before it was all there, and a Read with Local Invalidate would invalidate its
+/// sink under the placement, which then fails (1/1/00).
+pub(crate) fn read_response_end(path: &Path, out: &mut RxOut) {
+    path.read_response_end();
+    response_end(out);
 }
 
 /// A QN 3 response was Delivered: it must answer the oldest outstanding request that expects

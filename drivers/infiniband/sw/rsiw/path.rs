@@ -625,15 +625,25 @@ impl Path {
         true
     }
 
-    /// Matches a Read Response segment against the oldest outstanding Read (RDMAP-05).
+    /// Matches a Read Response segment's header against the oldest outstanding Read
+    /// (RDMAP-05). The Read stays outstanding until [`Path::read_response_end`].
     pub(crate) fn read_response(
         &self,
         stag: u32,
         to: u64,
         len: u32,
         last: bool,
-    ) -> Result<bool, TermCode> {
-        self.shared.lock().orq.on_read_response(stag, to, len, last)
+    ) -> Result<(), TermCode> {
+        self.shared
+            .lock()
+            .orq
+            .read_response_segment(stag, to, len, last)
+    }
+
+    /// The last Read Response segment of the oldest outstanding Read ended, its payload
+    /// placed: the Read is done, for [`completer::deliver`](crate::completer::deliver).
+    pub(crate) fn read_response_end(&self) {
+        self.shared.lock().orq.read_response_end();
     }
 
     /// Matches a QN 3 response against the oldest outstanding request of its kind (T-12).

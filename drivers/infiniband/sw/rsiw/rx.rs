@@ -459,7 +459,7 @@ impl RxState {
         }
         match (self.role, body) {
             (Role::Write, _) => self.recv.wrote(payload_len),
-            (Role::ReadResponse, _) if hdr.last => completer::response_end(out),
+            (Role::ReadResponse, _) if hdr.last => completer::read_response_end(path, out),
             (Role::Send, _) if hdr.last => self.recv.end(path, qp, hdr, payload_len, out)?,
             (Role::Imm, Body::Immediate(imm)) => self.recv.imm_end(hdr, imm, out),
             (Role::Request, _) => {

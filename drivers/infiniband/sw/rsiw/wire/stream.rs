@@ -439,7 +439,9 @@ where
     /// Matches a Read Response segment against the oldest outstanding Read
     /// (RDMAP-05, T-20): wrong STag or no Read outstanding is 1/1/00; a TO
     /// or length that does not continue the Read is 1/1/01. Returns true
-    /// when the Read is complete.
+    /// when the Read is complete: [`OrdQueue::read_response_segment`] and,
+    /// for the last segment, [`OrdQueue::read_response_end`] at once, for a
+    /// segment whose payload is already placed.
     pub fn on_read_response(
         &mut self,
         stag: u32,
@@ -447,6 +449,27 @@ where
         len: u32,
         last: bool,
     ) -> Result<bool, TermCode> {
+        self.read_response_segment(stag, to, len, last)?;
+        if last {
+            self.read_response_end();
+        }
+        Ok(last)
+    }
+
+    /// The header of a Read Response segment: matched and counted as
+    /// [`OrdQueue::on_read_response`] does, but the Read stays outstanding
+    /// (not done, its ORD credit held) even if the segment is its last, until
+    /// [`OrdQueue::read_response_end`] says that segment's payload is placed.
+    /// A Read done at the header could be completed, and its sink
+    /// invalidated (Read with Local Invalidate) and reused by the consumer,
+    /// while the rest of the segment is still arriving.
+    pub fn read_response_segment(
+        &mut self,
+        stag: u32,
+        to: u64,
+        len: u32,
+        last: bool,
+    ) -> Result<(), TermCode> {
         let bad_stag = TermCode::tagged(DdpTaggedCode::InvalidStag);
         let bounds = TermCode::tagged(DdpTaggedCode::BaseBounds);
         let s = self.find(true).ok_or(bad_stag)?;
@@ -469,11 +492,22 @@ where
             return Err(bounds);
         }
         s.got = got;
-        if last {
-            s.done = true;
-            self.finish();
+        Ok(())
+    }
+
+    /// The last segment of the oldest outstanding Read ended, its payload
+    /// placed (and its CRC checked): the Read is done, to be completed in
+    /// order. Returns false if no outstanding Read has all of its response.
+    pub fn read_response_end(&mut self) -> bool {
+        let Some(s) = self.find(true) else {
+            return false;
+        };
+        if !matches!(s.req, Request::Read { size, .. } if size == s.got) {
+            return false;
         }
-        Ok(last)
+        s.done = true;
+        self.finish();
+        true
     }
 
     /// Matches a QN 3 response (Atomic, Flush, Verify or Atomic Write
