@@ -21,13 +21,20 @@ VMs "a" and "b" whose eth0s are joined by a QEMU stream netdev over a Unix socke
 (a listens on a free port, b connects). VM <n> (a=1, b=2) has 169.254.0.<n>/16
 and fe80::<n>/64 on eth0.
 
+A VM may get an emulated NVDIMM (persistent memory, for the commit
+extensions): QEMU's "pc,nvdimm=on" machine with a file-backed memory backend
+(a sparse file under $RSIW_CACHE/nvdimm, removed after the run) and an
+nvdimm device with a label area, so that ndctl can create a devdax
+namespace. NFIT is an ACPI table, so such a VM boots with ACPI; every other
+VM boots with acpi=off, as before the kernels had ACPI (see nvdimm_argv).
+
 Every run has a hard timeout, saves each console to console-<role>.log in the
 output directory, returns the guest's exit status (the RSIW-EXIT-STATUS
 marker; no marker is a failure) and fails if a console shows a kernel splat
 (SPLAT_PATTERNS below).
 
-  vm.py run [--vms 1|2] [--driver rsiw] [--cmd CMD] [--cmd-b CMD] ...
-  vm.py shell [--variant debug] [--driver siw] [--peer siw]
+  vm.py run [--vms 1|2] [--driver rsiw] [--cmd CMD] [--cmd-b CMD] [--nvdimm 128M] ...
+  vm.py shell [--variant debug] [--driver siw] [--peer siw] [--nvdimm 128M]
   vm.py selftest
   vm.py probe-kvm [--force]
 """
@@ -240,6 +247,10 @@ class VM:
     # This VM's own kernel (a snapshot, see Kernel.snapshot) instead of the
     # run's, e.g. a non-debug kernel for a peer that does not run rsiw.
     kernel: Kernel | None = None
+    # An emulated NVDIMM of this many MiB (0: none); it implies ACPI.
+    nvdimm: int = 0
+    # Boot with ACPI (the other VMs get acpi=off).
+    acpi: bool = False
 
     @property
     def index(self) -> int:
@@ -392,9 +403,65 @@ def tsc_kargs(accel: str, variant: str) -> list[str]:
     return [f"tsc_early_khz={khz}", "tsc=reliable"] if khz else []
 
 
+def parse_size_mib(text: str) -> int:
+    """'128M', '1G' or '64' (MiB) in MiB; 0 for '', '0' or 'no'."""
+    t = text.strip().upper()
+    if t in ("", "0", "NO", "OFF"):
+        return 0
+    m = re.fullmatch(r"(\d+)([MG]?)(I?B)?", t)
+    if not m:
+        raise ValueError(f"bad size {text!r} (e.g. 128M or 1G)")
+    return int(m.group(1)) * (1024 if m.group(2) == "G" else 1)
+
+
+def nvdimm_path(out: Path, vm: VM) -> Path:
+    """The file behind VM's NVDIMM: in the cache (not in the run directory,
+    which the guest sees), one per run and VM."""
+    return cache() / "nvdimm" / f"{out.name}-{os.getpid()}-{vm.role}.img"
+
+
+def nvdimm_argv(vm: VM, out: Path, mem: int) -> tuple[str, str, list[str]]:
+    """The -machine and -m values and the extra devices for VM.
+
+    Persistent memory needs ACPI: the guest finds the NVDIMM through the NFIT
+    table (drivers/acpi/nfit), and QEMU's microvm has no nvdimm, so the VM is
+    a "pc" with nvdimm=on, a memory hotplug slot for the DIMM and maxmem
+    above RAM + NVDIMM. The backend is a shared file mapping, so that the
+    guest's stores reach the file (persistence across boots is not used).
+    label-size reserves a namespace label area at the end of the DIMM:
+    without labels the region is one fixed raw namespace and ndctl cannot
+    make a devdax namespace. No unarmed=on: an unarmed DIMM is read-only to
+    Linux."""
+    if not vm.nvdimm:
+        return "pc", f"{mem}M", []
+    path = nvdimm_path(out, vm)
+    return ("pc,nvdimm=on", f"{mem}M,slots=2,maxmem={mem + vm.nvdimm}M",
+            ["-object", f"memory-backend-file,id=nv0,share=on,mem-path={path},size={vm.nvdimm}M",
+             "-device", "nvdimm,id=nvd0,memdev=nv0,label-size=128K"])
+
+
+def nvdimm_create(out: Path, vm: VM) -> None:
+    if vm.nvdimm:
+        path = nvdimm_path(out, vm)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:  # sparse, zero-filled
+            f.truncate(vm.nvdimm << 20)
+
+
+def nvdimm_remove(out: Path, vm: VM) -> None:
+    if vm.nvdimm:
+        nvdimm_path(out, vm).unlink(missing_ok=True)
+
+
 def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
               mem: int, smp: int, console: list[str]) -> list[str]:
-    cmdline = " ".join(tsc_kargs(accel, kernel.variant) + [
+    machine, memory, nvdimm = nvdimm_argv(vm, out, mem)
+    # The kernels have ACPI for the NVDIMM's NFIT; the other VMs boot without
+    # it, as they did before: no AML interpreter or ACPI device scan at boot,
+    # the same clocksource (no PM timer: see tsc_kargs) and the same CPU
+    # discovery (the MP table).
+    acpi = [] if vm.acpi or vm.nvdimm else ["acpi=off"]
+    cmdline = " ".join(tsc_kargs(accel, kernel.variant) + acpi + [
         "console=ttyS0,115200", "root=rsiwroot", "rootfstype=9p",
         "rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose",
         "ro", "init=/rsiw-boot", "panic=-1", "mitigations=off",
@@ -403,10 +470,10 @@ def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
     ] + (["rsiwvm.trace"] if os.environ.get("RSIW_TRACE_INIT") else []) + vm.kargs)
     argv = ["qemu-system-x86_64", "-nodefaults", "-no-user-config",
             "-display", "none", "-vga", "none", "-no-reboot",
-            "-machine", "pc", "-accel", accel, "-cpu", "max,la57=off" if accel == "tcg" else "host",
-            "-smp", str(smp), "-m", f"{mem}M",
+            "-machine", machine, "-accel", accel, "-cpu", "max,la57=off" if accel == "tcg" else "host",
+            "-smp", str(smp), "-m", memory,
             "-kernel", str(kernel.bzimage), "-append", cmdline,
-            "-device", "virtio-rng-pci"] + console
+            "-device", "virtio-rng-pci"] + nvdimm + console
     shares = [("rsiwroot", root, True), ("rsiwguest", SCRIPTS / "guest", True),
               ("rsiwmods", kernel.modules, True), ("rsiwtests", TOP / "tests", True),
               ("rsiwrun", out, False)]
@@ -445,6 +512,8 @@ def write_guest_env(vm: VM, vms: list[VM], out: Path, variant: str, extra: dict)
         "RSIW_PEER_IP": " ".join(f"169.254.0.{p.index}" for p in peers),
         "RSIW_PEER_IP6": " ".join(f"fe80::{p.index}" for p in peers),
         "RSIW_PEER_DRIVER": " ".join(p.driver for p in peers),
+        # MiB of emulated NVDIMM in this VM (0: none).
+        "RSIW_NVDIMM": str(vm.nvdimm),
     }
     env.update(extra)
     env.update(vm.env)
@@ -481,6 +550,7 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
             vm_kernel = vm.kernel or kernel
             write_guest_env(vm, vms, out, vm_kernel.variant, extra_env or {})
             (out / vm.role / "exit-status").unlink(missing_ok=True)
+            nvdimm_create(out, vm)
             logp = out / f"console-{vm.role}.log"
             logp.write_bytes(b"")
             argv = qemu_argv(vm, vm_kernel, root, out, accel, vm_mem, smp,
@@ -557,6 +627,8 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
             f[0].close()
         for vm in vms[:1]:
             remove_link(vm.link)
+        for vm in vms:
+            nvdimm_remove(out, vm)
     res = RunResult(results, out)
     if own_snapshot and res.ok:
         # Kept after a failure, so that qemu-*.cmd can re-run it.
@@ -681,11 +753,12 @@ def shell(args) -> int:
     kernel = Kernel.snapshot(variant, out / ".kernel")
     root = rootfs()
     accel = args.accel or choose_accel(kernel, root)
-    vm = VM(driver=args.driver, net=args.net, kargs=args.karg)
+    vm = VM(driver=args.driver, net=args.net, kargs=args.karg, nvdimm=args.nvdimm, acpi=args.acpi)
     vms = [vm]
     if args.peer:
         # VM b in the background, its console in console-b.log.
-        peer = VM("b", args.peer, args.peer_cmd, kargs=args.karg)
+        peer = VM("b", args.peer, args.peer_cmd, kargs=args.karg, nvdimm=args.nvdimm,
+                  acpi=args.acpi)
         vms.append(peer)
         link = link_address()
         vm.net, vm.link, peer.net, peer.link = "server", link, "client", link
@@ -713,6 +786,8 @@ def shell(args) -> int:
             peer_proc = subprocess.Popen(pargv, stdin=subprocess.DEVNULL, stdout=q,
                                          stderr=subprocess.STDOUT, start_new_session=True)
         log(f"peer VM b ({args.peer}) at 169.254.0.2 / fe80::2%eth0, console: {plog}")
+    for v in vms:
+        nvdimm_create(out, v)
     log(f"booting the {variant} kernel ({accel}); console log: {logp}")
     log("Ctrl-A X quits QEMU, Ctrl-A C toggles the monitor; 'exit' in the shell powers off")
     try:
@@ -723,6 +798,8 @@ def shell(args) -> int:
         if peer_proc:
             _kill(peer_proc)
         remove_link(vm.link)
+        for v in vms:
+            nvdimm_remove(out, v)
         shutil.rmtree(out / ".kernel", ignore_errors=True)
     splats = []
     for v in vms:
@@ -802,6 +879,10 @@ def main() -> int:
         p.add_argument("--out", help="output directory (default $RSIW_CACHE/logs/<time>-<op>)")
         p.add_argument("--karg", action="append", default=[], metavar="ARG",
                        help="extra kernel command line argument (repeatable), e.g. kunit.enable=0")
+        p.add_argument("--nvdimm", type=parse_size_mib, default=0, metavar="SIZE",
+                       help="give each VM an emulated NVDIMM of SIZE (e.g. 128M; implies ACPI)")
+        p.add_argument("--acpi", action="store_true",
+                       help="boot with ACPI (default: acpi=off unless the VM has an NVDIMM)")
 
     p = sub.add_parser("run", help="boot VM(s), run a command, check the consoles")
     common(p)
@@ -848,9 +929,11 @@ def main() -> int:
         finally:
             shutil.rmtree(cache() / "logs" / "kvm-probe" / ".kernel", ignore_errors=True)
         return 0
-    vms = [VM("a", args.driver, args.cmd, args.net, kargs=args.karg)]
+    vms = [VM("a", args.driver, args.cmd, args.net, kargs=args.karg, nvdimm=args.nvdimm,
+              acpi=args.acpi)]
     if args.vms == 2:
-        vms.append(VM("b", args.driver_b, args.cmd_b or args.cmd, kargs=args.karg))
+        vms.append(VM("b", args.driver_b, args.cmd_b or args.cmd, kargs=args.karg,
+                      nvdimm=args.nvdimm, acpi=args.acpi))
     r = run(vms, args.variant, Path(args.out) if args.out else None, args.timeout,
             args.accel, echo=not args.quiet, mem=args.mem, smp=args.smp)
     for v in r.vms:
