@@ -21,8 +21,9 @@ VMs "a" and "b" whose eth0s are joined by a QEMU stream netdev over a Unix socke
 (a listens on a free port, b connects). VM <n> (a=1, b=2) has 169.254.0.<n>/16
 and fe80::<n>/64 on eth0.
 
-A VM may get an emulated NVDIMM (persistent memory, for the commit
-extensions): QEMU's "pc,nvdimm=on" machine with a file-backed memory backend
+A VM may get an emulated NVMe drive (a raw sparse file under
+$RSIW_CACHE/nvme, removed after the run) and an emulated NVDIMM (persistent
+memory, for the commit extensions): QEMU's "pc,nvdimm=on" machine with a file-backed memory backend
 (a sparse file under $RSIW_CACHE/nvdimm, removed after the run) and an
 nvdimm device with a label area, so that ndctl can create a devdax
 namespace. NFIT is an ACPI table, so such a VM boots with ACPI; every other
@@ -33,7 +34,7 @@ output directory, returns the guest's exit status (the RSIW-EXIT-STATUS
 marker; no marker is a failure) and fails if a console shows a kernel splat
 (SPLAT_PATTERNS below).
 
-  vm.py run [--vms 1|2] [--driver rsiw] [--cmd CMD] [--cmd-b CMD] [--nvdimm 128M] ...
+  vm.py run [--vms 1|2] [--driver rsiw] [--cmd CMD] [--cmd-b CMD] [--nvdimm 128M] [--nvme 1G] ...
   vm.py shell [--variant debug] [--driver siw] [--peer siw] [--nvdimm 128M]
   vm.py selftest
   vm.py probe-kvm [--force]
@@ -249,6 +250,9 @@ class VM:
     kernel: Kernel | None = None
     # An emulated NVDIMM of this many MiB (0: none); it implies ACPI.
     nvdimm: int = 0
+    # An emulated NVMe drive (PCI) of this many MiB (0: none), e.g. a test
+    # device for blktests' nvme/ device tests.
+    nvme: int = 0
     # Boot with ACPI (the other VMs get acpi=off).
     acpi: bool = False
 
@@ -414,10 +418,10 @@ def parse_size_mib(text: str) -> int:
     return int(m.group(1)) * (1024 if m.group(2) == "G" else 1)
 
 
-def nvdimm_path(out: Path, vm: VM) -> Path:
-    """The file behind VM's NVDIMM: in the cache (not in the run directory,
-    which the guest sees), one per run and VM."""
-    return cache() / "nvdimm" / f"{out.name}-{os.getpid()}-{vm.role}.img"
+def scratch_path(out: Path, vm: VM, kind: str) -> Path:
+    """The file behind VM's NVDIMM or NVMe drive (kind): in the cache (not
+    in the run directory, which the guest sees), one per run and VM."""
+    return cache() / kind / f"{out.name}-{os.getpid()}-{vm.role}.img"
 
 
 def nvdimm_argv(vm: VM, out: Path, mem: int) -> tuple[str, str, list[str]]:
@@ -434,23 +438,37 @@ def nvdimm_argv(vm: VM, out: Path, mem: int) -> tuple[str, str, list[str]]:
     Linux."""
     if not vm.nvdimm:
         return "pc", f"{mem}M", []
-    path = nvdimm_path(out, vm)
+    path = scratch_path(out, vm, "nvdimm")
     return ("pc,nvdimm=on", f"{mem}M,slots=2,maxmem={mem + vm.nvdimm}M",
             ["-object", f"memory-backend-file,id=nv0,share=on,mem-path={path},size={vm.nvdimm}M",
              "-device", "nvdimm,id=nvd0,memdev=nv0,label-size=128K"])
 
 
-def nvdimm_create(out: Path, vm: VM) -> None:
-    if vm.nvdimm:
-        path = nvdimm_path(out, vm)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as f:  # sparse, zero-filled
-            f.truncate(vm.nvdimm << 20)
+def nvme_argv(vm: VM, out: Path) -> list[str]:
+    """An emulated NVMe controller with one namespace on a raw file (QEMU's
+    nvme device; the guest's nvme driver names it nvme0 when it loads before
+    any fabrics controller exists)."""
+    if not vm.nvme:
+        return []
+    path = scratch_path(out, vm, "nvme")
+    return ["-drive", f"file={path},if=none,id=nvm0,format=raw,cache=unsafe",
+            "-device", "nvme,serial=rsiw-nvme0,drive=nvm0"]
 
 
-def nvdimm_remove(out: Path, vm: VM) -> None:
-    if vm.nvdimm:
-        nvdimm_path(out, vm).unlink(missing_ok=True)
+def scratch_create(out: Path, vm: VM) -> None:
+    """Make the sparse, zero-filled files behind VM's NVDIMM and NVMe drive."""
+    for kind, mib in (("nvdimm", vm.nvdimm), ("nvme", vm.nvme)):
+        if mib:
+            path = scratch_path(out, vm, kind)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as f:
+                f.truncate(mib << 20)
+
+
+def scratch_remove(out: Path, vm: VM) -> None:
+    for kind, mib in (("nvdimm", vm.nvdimm), ("nvme", vm.nvme)):
+        if mib:
+            scratch_path(out, vm, kind).unlink(missing_ok=True)
 
 
 def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
@@ -473,7 +491,7 @@ def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
             "-machine", machine, "-accel", accel, "-cpu", "max,la57=off" if accel == "tcg" else "host",
             "-smp", str(smp), "-m", memory,
             "-kernel", str(kernel.bzimage), "-append", cmdline,
-            "-device", "virtio-rng-pci"] + nvdimm + console
+            "-device", "virtio-rng-pci"] + nvdimm + nvme_argv(vm, out) + console
     shares = [("rsiwroot", root, True), ("rsiwguest", SCRIPTS / "guest", True),
               ("rsiwmods", kernel.modules, True), ("rsiwtests", TOP / "tests", True),
               ("rsiwrun", out, False)]
@@ -512,8 +530,9 @@ def write_guest_env(vm: VM, vms: list[VM], out: Path, variant: str, extra: dict)
         "RSIW_PEER_IP": " ".join(f"169.254.0.{p.index}" for p in peers),
         "RSIW_PEER_IP6": " ".join(f"fe80::{p.index}" for p in peers),
         "RSIW_PEER_DRIVER": " ".join(p.driver for p in peers),
-        # MiB of emulated NVDIMM in this VM (0: none).
+        # MiB of emulated NVDIMM and NVMe drive in this VM (0: none).
         "RSIW_NVDIMM": str(vm.nvdimm),
+        "RSIW_NVME": str(vm.nvme),
     }
     env.update(extra)
     env.update(vm.env)
@@ -550,7 +569,7 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
             vm_kernel = vm.kernel or kernel
             write_guest_env(vm, vms, out, vm_kernel.variant, extra_env or {})
             (out / vm.role / "exit-status").unlink(missing_ok=True)
-            nvdimm_create(out, vm)
+            scratch_create(out, vm)
             logp = out / f"console-{vm.role}.log"
             logp.write_bytes(b"")
             argv = qemu_argv(vm, vm_kernel, root, out, accel, vm_mem, smp,
@@ -628,7 +647,7 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
         for vm in vms[:1]:
             remove_link(vm.link)
         for vm in vms:
-            nvdimm_remove(out, vm)
+            scratch_remove(out, vm)
     res = RunResult(results, out)
     if own_snapshot and res.ok:
         # Kept after a failure, so that qemu-*.cmd can re-run it.
@@ -753,12 +772,13 @@ def shell(args) -> int:
     kernel = Kernel.snapshot(variant, out / ".kernel")
     root = rootfs()
     accel = args.accel or choose_accel(kernel, root)
-    vm = VM(driver=args.driver, net=args.net, kargs=args.karg, nvdimm=args.nvdimm, acpi=args.acpi)
+    vm = VM(driver=args.driver, net=args.net, kargs=args.karg, nvdimm=args.nvdimm, nvme=args.nvme,
+            acpi=args.acpi)
     vms = [vm]
     if args.peer:
         # VM b in the background, its console in console-b.log.
         peer = VM("b", args.peer, args.peer_cmd, kargs=args.karg, nvdimm=args.nvdimm,
-                  acpi=args.acpi)
+                  nvme=args.nvme, acpi=args.acpi)
         vms.append(peer)
         link = link_address()
         vm.net, vm.link, peer.net, peer.link = "server", link, "client", link
@@ -787,7 +807,7 @@ def shell(args) -> int:
                                          stderr=subprocess.STDOUT, start_new_session=True)
         log(f"peer VM b ({args.peer}) at 169.254.0.2 / fe80::2%eth0, console: {plog}")
     for v in vms:
-        nvdimm_create(out, v)
+        scratch_create(out, v)
     log(f"booting the {variant} kernel ({accel}); console log: {logp}")
     log("Ctrl-A X quits QEMU, Ctrl-A C toggles the monitor; 'exit' in the shell powers off")
     try:
@@ -799,7 +819,7 @@ def shell(args) -> int:
             _kill(peer_proc)
         remove_link(vm.link)
         for v in vms:
-            nvdimm_remove(out, v)
+            scratch_remove(out, v)
         shutil.rmtree(out / ".kernel", ignore_errors=True)
     splats = []
     for v in vms:
@@ -881,6 +901,8 @@ def main() -> int:
                        help="extra kernel command line argument (repeatable), e.g. kunit.enable=0")
         p.add_argument("--nvdimm", type=parse_size_mib, default=0, metavar="SIZE",
                        help="give each VM an emulated NVDIMM of SIZE (e.g. 128M; implies ACPI)")
+        p.add_argument("--nvme", type=parse_size_mib, default=0, metavar="SIZE",
+                       help="give each VM an emulated NVMe drive of SIZE (e.g. 1G)")
         p.add_argument("--acpi", action="store_true",
                        help="boot with ACPI (default: acpi=off unless the VM has an NVDIMM)")
 
@@ -930,10 +952,10 @@ def main() -> int:
             shutil.rmtree(cache() / "logs" / "kvm-probe" / ".kernel", ignore_errors=True)
         return 0
     vms = [VM("a", args.driver, args.cmd, args.net, kargs=args.karg, nvdimm=args.nvdimm,
-              acpi=args.acpi)]
+              nvme=args.nvme, acpi=args.acpi)]
     if args.vms == 2:
         vms.append(VM("b", args.driver_b, args.cmd_b or args.cmd, kargs=args.karg,
-                      nvdimm=args.nvdimm, acpi=args.acpi))
+                      nvdimm=args.nvdimm, nvme=args.nvme, acpi=args.acpi))
     r = run(vms, args.variant, Path(args.out) if args.out else None, args.timeout,
             args.accel, echo=not args.quiet, mem=args.mem, smp=args.smp)
     for v in r.vms:
