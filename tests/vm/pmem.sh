@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Persistent memory helpers for VM cases whose header asks for an emulated
+# NVDIMM (nvdimm=SIZE; scripts/rsiw/vm.py). Source after lib.sh.
+#
+# The guest has no udev, so nothing loads the drivers of the NVDIMM's ACPI
+# device: pmem_up loads them (nfit finds the DIMM in the NFIT table and
+# registers its region; dax_pmem and device_dax give a devdax namespace its
+# character device).
+#
+#   pmem_up                 load the drivers, wait for the region
+#   pmem_devdax             make namespace0.0 a devdax namespace (ndctl)
+#                           and set PMEM_DAX=/dev/daxX.Y, PMEM_DAX_SIZE,
+#                           PMEM_DAX_ALIGN and PMEM_DAX_START (its physical
+#                           address)
+#   pmem_is_persistent START SIZE
+#                           whether [START, START+SIZE) lies in one "Persistent
+#                           Memory" range of /proc/iomem: the ranges whose
+#                           resource descriptor is IORES_DESC_PERSISTENT_MEMORY
+#                           (NFIT's SPA ranges, E820 type 7), what rxe's
+#                           is_pmem_page() and the commit extensions' Flush
+#                           check for
+
+pmem_up() {
+	[ "${RSIW_NVDIMM:-0}" != 0 ] || die "this VM has no NVDIMM (nvdimm= in the case header)"
+	run modprobe nfit
+	run modprobe -a nd_pmem dax_pmem device_dax
+	wait_for 30 eval 'ls -d /sys/bus/nd/devices/region*' ||
+		die "no NVDIMM region appeared (dmesg: $(dmesg | grep -iE 'nfit|nvdimm|nd_' | tail -3))"
+	log "NVDIMM region: $(ls /sys/bus/nd/devices | grep region | tr '\n' ' ')"
+}
+
+pmem_devdax() {
+	local ns dev
+	ns=$(ndctl create-namespace -f -e namespace0.0 -m devdax 2>&1) ||
+		die "ndctl create-namespace -m devdax: $ns"
+	echo "$ns" | sed 's/^/  [ndctl] /'
+	dev=$(ls -d /sys/bus/dax/devices/dax* 2>/dev/null | head -n 1)
+	[ -n "$dev" ] || die "no dax device after create-namespace"
+	PMEM_DAX=/dev/${dev##*/}
+	wait_for 10 test -c "$PMEM_DAX" || die "$PMEM_DAX is not a character device"
+	PMEM_DAX_SIZE=$(cat "$dev/size")
+	PMEM_DAX_ALIGN=$(cat "$dev/align")
+	PMEM_DAX_START=$(cat "$dev/resource")
+	log "devdax $PMEM_DAX: $PMEM_DAX_SIZE bytes at $PMEM_DAX_START, align $PMEM_DAX_ALIGN"
+}
+
+pmem_is_persistent() {
+	local start=$(($1)) end=$(($1 + $2 - 1)) line range name lo hi
+	while read -r line; do
+		range=${line%% : *}
+		name=${line#* : }
+		[[ $range =~ ^[0-9a-f]+-[0-9a-f]+$ ]] || continue
+		[ "$name" = "Persistent Memory" ] || continue
+		lo=$((16#${range%-*}))
+		hi=$((16#${range#*-}))
+		[ "$start" -ge "$lo" ] && [ "$end" -le "$hi" ] && return 0
+	done </proc/iomem
+	return 1
+}
