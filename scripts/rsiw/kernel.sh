@@ -130,7 +130,7 @@ configure() {
 	build=$(rsiw_build_dir "$variant")
 	case "$variant" in
 	debug) frags=(rsiw.config rsiw-debug.config rsiw-kasan.config) ;;
-	light) frags=(rsiw.config rsiw-debug.config) ;;
+	light) frags=(rsiw.config rsiw-debug.config rsiw-blktests.config) ;;
 	bench) frags=(rsiw.config rsiw-bench.config) ;;
 	*) rsiw_die "unknown kernel variant $variant (debug, light or bench)" ;;
 	esac

@@ -21,13 +21,14 @@ VMs "a" and "b" whose eth0s are joined by a QEMU stream netdev over a Unix socke
 (a listens on a free port, b connects). VM <n> (a=1, b=2) has 169.254.0.<n>/16
 and fe80::<n>/64 on eth0.
 
-A VM may get an emulated NVMe drive (a raw sparse file under
-$RSIW_CACHE/nvme, removed after the run) and an emulated NVDIMM (persistent
-memory, for the commit extensions): QEMU's "pc,nvdimm=on" machine with a file-backed memory backend
-(a sparse file under $RSIW_CACHE/nvdimm, removed after the run) and an
-nvdimm device with a label area, so that ndctl can create a devdax
-namespace. NFIT is an ACPI table, so such a VM boots with ACPI; every other
-VM boots with acpi=off, as before the kernels had ACPI (see nvdimm_argv).
+A VM may get an emulated NVMe drive (a sparse raw file under
+$RSIW_CACHE/nvme) and an emulated NVDIMM (persistent memory, for the commit
+extensions): QEMU's "pc,nvdimm=on" machine with a shared file-backed memory
+backend (a sparse file under $RSIW_CACHE/nvdimm) and an nvdimm device whose
+label area lies beyond the SIZE bytes the guest gets, so that ndctl can make
+the whole region a devdax namespace. Both files go when the run ends. NFIT
+is an ACPI table, so such a VM boots with ACPI; every other VM boots with
+acpi=off, as before the kernels had ACPI (see nvdimm_argv).
 
 Every run has a hard timeout, saves each console to console-<role>.log in the
 output directory, returns the guest's exit status (the RSIW-EXIT-STATUS
@@ -424,6 +425,14 @@ def scratch_path(out: Path, vm: VM, kind: str) -> Path:
     return cache() / kind / f"{out.name}-{os.getpid()}-{vm.role}.img"
 
 
+# The NVDIMM's label area: at the end of the backend, beyond the SIZE bytes
+# of persistent memory the guest gets, so that the region stays a multiple
+# of its alignment (16 MiB on x86) and ndctl can make it one devdax
+# namespace. QEMU leaves the labels uninitialised: the region is label-less
+# ("legacy", one namespace of the whole region) until "ndctl init-labels".
+NVDIMM_LABEL = 128 << 10
+
+
 def nvdimm_argv(vm: VM, out: Path, mem: int) -> tuple[str, str, list[str]]:
     """The -machine and -m values and the extra devices for VM.
 
@@ -432,16 +441,15 @@ def nvdimm_argv(vm: VM, out: Path, mem: int) -> tuple[str, str, list[str]]:
     a "pc" with nvdimm=on, a memory hotplug slot for the DIMM and maxmem
     above RAM + NVDIMM. The backend is a shared file mapping, so that the
     guest's stores reach the file (persistence across boots is not used).
-    label-size reserves a namespace label area at the end of the DIMM:
-    without labels the region is one fixed raw namespace and ndctl cannot
-    make a devdax namespace. No unarmed=on: an unarmed DIMM is read-only to
-    Linux."""
+    label-size gives the DIMM a namespace label area (NVDIMM_LABEL). No
+    unarmed=on: an unarmed DIMM is read-only to Linux."""
     if not vm.nvdimm:
         return "pc", f"{mem}M", []
     path = scratch_path(out, vm, "nvdimm")
-    return ("pc,nvdimm=on", f"{mem}M,slots=2,maxmem={mem + vm.nvdimm}M",
-            ["-object", f"memory-backend-file,id=nv0,share=on,mem-path={path},size={vm.nvdimm}M",
-             "-device", "nvdimm,id=nvd0,memdev=nv0,label-size=128K"])
+    return ("pc,nvdimm=on", f"{mem}M,slots=2,maxmem={mem + vm.nvdimm + 2}M",
+            ["-object", f"memory-backend-file,id=nv0,share=on,mem-path={path},"
+             f"size={(vm.nvdimm << 20) + NVDIMM_LABEL}",
+             "-device", f"nvdimm,id=nvd0,memdev=nv0,label-size={NVDIMM_LABEL}"])
 
 
 def nvme_argv(vm: VM, out: Path) -> list[str]:
@@ -457,12 +465,13 @@ def nvme_argv(vm: VM, out: Path) -> list[str]:
 
 def scratch_create(out: Path, vm: VM) -> None:
     """Make the sparse, zero-filled files behind VM's NVDIMM and NVMe drive."""
-    for kind, mib in (("nvdimm", vm.nvdimm), ("nvme", vm.nvme)):
-        if mib:
+    for kind, size in (("nvdimm", (vm.nvdimm << 20) + NVDIMM_LABEL if vm.nvdimm else 0),
+                       ("nvme", vm.nvme << 20)):
+        if size:
             path = scratch_path(out, vm, kind)
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "wb") as f:
-                f.truncate(mib << 20)
+                f.truncate(size)
 
 
 def scratch_remove(out: Path, vm: VM) -> None:

@@ -31,16 +31,17 @@ pmem_up() {
 }
 
 pmem_devdax() {
-	local ns dev region=/sys/bus/nd/devices/region0 avail align size
-	# The label area takes the end of the DIMM (label-size, 128 KiB), so the
-	# region's free space is not a multiple of its alignment (16 MiB on
-	# x86): ask for the largest size that is.
-	avail=$(cat "$region/available_size")
+	local ns dev region=/sys/bus/nd/devices/region0 size align
+	# The region is label-less (QEMU leaves the label area blank), so its
+	# one namespace spans it whole; vm.py keeps the label area out of it,
+	# and a size that is a multiple of the region's alignment (16 MiB on
+	# x86) is one.
+	size=$(cat "$region/size")
 	align=$(cat "$region/align")
-	size=$((avail / align * align))
-	[ "$size" -gt 0 ] || die "region0: $avail bytes free, less than its alignment $align"
-	ns=$(ndctl create-namespace -f -e namespace0.0 -m devdax -s "$size" 2>&1) ||
-		die "ndctl create-namespace -m devdax -s $size: $ns"
+	[ $((size % align)) = 0 ] ||
+		die "region0: $size bytes, not a multiple of its alignment $align (make nvdimm= a multiple of 16M)"
+	ns=$(ndctl create-namespace -f -e namespace0.0 -m devdax 2>&1) ||
+		die "ndctl create-namespace -m devdax: $ns"
 	echo "$ns" | sed 's/^/  [ndctl] /'
 	dev=$(ls -d /sys/bus/dax/devices/dax* 2>/dev/null | head -n 1)
 	[ -n "$dev" ] || die "no dax device after create-namespace"
