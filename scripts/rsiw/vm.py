@@ -27,8 +27,10 @@ extensions): QEMU's "pc,nvdimm=on" machine with a shared file-backed memory
 backend (a sparse file under $RSIW_CACHE/nvdimm) and an nvdimm device whose
 label area lies beyond the SIZE bytes the guest gets, so that ndctl can make
 the whole region a devdax namespace. Both files go when the run ends. NFIT
-is an ACPI table, so such a VM boots with ACPI; every other VM boots with
-acpi=off, as before the kernels had ACPI (see nvdimm_argv).
+is an ACPI table: only the pmem kernel variant has ACPI (and the NVDIMM
+drivers), so NVDIMM VMs run that kernel (kernel=pmem in a case header); its
+VMs without an NVDIMM boot with acpi=off, like the kernels without ACPI (see
+qemu_argv).
 
 Every run has a hard timeout, saves each console to console-<role>.log in the
 output directory, returns the guest's exit status (the RSIW-EXIT-STATUS
@@ -480,14 +482,23 @@ def scratch_remove(out: Path, vm: VM) -> None:
             scratch_path(out, vm, kind).unlink(missing_ok=True)
 
 
+# The kernel variants built with ACPI (scripts/rsiw/kernel.sh,
+# kernel/configs/rsiw-pmem.config); the others have none, and their command
+# line stays as it was.
+ACPI_VARIANTS = ("pmem",)
+
+
 def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
               mem: int, smp: int, console: list[str]) -> list[str]:
     machine, memory, nvdimm = nvdimm_argv(vm, out, mem)
-    # The kernels have ACPI for the NVDIMM's NFIT; the other VMs boot without
-    # it, as they did before: no AML interpreter or ACPI device scan at boot,
-    # the same clocksource (no PM timer: see tsc_kargs) and the same CPU
-    # discovery (the MP table).
-    acpi = [] if vm.acpi or vm.nvdimm else ["acpi=off"]
+    # The kernels with ACPI (the pmem variant, for the NVDIMM's NFIT) boot
+    # the VMs without an NVDIMM with acpi=off, as the other kernels boot: no
+    # AML interpreter or ACPI device scan at boot, the same clocksource (no
+    # PM timer: see tsc_kargs) and the same CPU discovery (the MP table).
+    acpi = [] if vm.acpi or vm.nvdimm or kernel.variant not in ACPI_VARIANTS else ["acpi=off"]
+    if vm.nvdimm and kernel.variant not in ACPI_VARIANTS:
+        log(f"warning: VM {vm.role} has an NVDIMM but the {kernel.variant} kernel has no ACPI "
+            f"(use the pmem kernel: {', '.join(ACPI_VARIANTS)})")
     cmdline = " ".join(tsc_kargs(accel, kernel.variant) + acpi + [
         "console=ttyS0,115200", "root=rsiwroot", "rootfstype=9p",
         "rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose",
@@ -901,7 +912,7 @@ def main() -> int:
     sub = ap.add_subparsers(dest="op", required=True)
 
     def common(p):
-        p.add_argument("--variant", help="kernel variant (debug, bench); default $RSIW_VARIANT or debug")
+        p.add_argument("--variant", help="kernel variant (debug, light, bench, pmem); default $RSIW_VARIANT or debug")
         p.add_argument("--accel", choices=["kvm", "tcg"], help="override the KVM probe")
         p.add_argument("--mem", type=int, help="MiB per VM (default 2048 debug, 1024 bench; $RSIW_VM_MEM)")
         p.add_argument("--smp", type=int, help="vCPUs per VM (default 2 for one VM, 1 each for two; $RSIW_VM_SMP)")
