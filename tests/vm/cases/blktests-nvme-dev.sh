@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=siw smp=2 mem=2048 nvme=1G timeout=3600 long=1 prepare=tests/vm/blktests-prepare.sh
+# rsiw-test: vms=2 a=rsiw b=siw kernel=pmem smp=2 mem=2048 nvme=1G timeout=3600 long=1 prepare=tests/vm/blktests-prepare.sh
 #
 # The device tests of blktests' nvme/ group (test_device(): they need a test
 # device, TEST_DEVS) on rsiw (VM a) and on C siw (VM b), each VM with an

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=siw smp=2 mem=1536 timeout=2400 long=1 prepare=tests/vm/blktests-prepare.sh
+# rsiw-test: vms=2 a=rsiw b=siw kernel=pmem smp=2 mem=1536 timeout=2400 long=1 prepare=tests/vm/blktests-prepare.sh
 #
 # blktests' rnbd/ group (the RNBD client mapping a loop device that the
 # RNBD server in the same VM exports over RTRS) on rsiw (VM a) and, in an

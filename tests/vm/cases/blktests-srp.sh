@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=siw smp=2 mem=2048 timeout=5400 long=1 prepare=tests/vm/blktests-prepare.sh
+# rsiw-test: vms=2 a=rsiw b=siw kernel=pmem smp=2 mem=2048 timeout=5400 long=1 prepare=tests/vm/blktests-prepare.sh
 #
 # blktests' srp/ group (the SRP initiator ib_srp and the LIO target ib_srpt
 # in one VM, logged in over RDMA/CM on the soft-RDMA device on eth0, with

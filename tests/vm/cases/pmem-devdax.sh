@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=1 driver=rsiw nvdimm=128M timeout=300
+# rsiw-test: vms=1 driver=rsiw kernel=pmem nvdimm=128M timeout=300 long=1
 #
 # The rig's persistent memory (issue 37): the VM gets a 128 MiB emulated
 # NVDIMM (QEMU nvdimm=on, file-backed, with a label area; the VM boots with
