@@ -14,6 +14,8 @@
 #                                    siw, in identical guests; a prints the
 #                                    table and fails on a regression
 #
+# RSIW_BT_TESTS (from the host's environment) replaces the case's list.
+#
 # Knobs (case variables, set before blktests_case):
 #   BT_TEST_TIMEOUT  seconds one test may take (default 900)
 #   BT_IMG_SIZE      NVME_IMG_SIZE (default 350m: the least nvme/012 takes)
@@ -117,6 +119,13 @@ bt_run() {
 
 blktests_case() {
 	local json other
+	# The host's RSIW_BT_TESTS (tests/vm/run passes it on) replaces the
+	# case's list: a part of a group, e.g. to split it into shorter runs.
+	if [ -n "${RSIW_BT_TESTS:-}" ]; then
+		log "blktests: RSIW_BT_TESTS replaces the case's list ($*)"
+		# shellcheck disable=SC2086 # a list of words
+		set -- $RSIW_BT_TESTS
+	fi
 	bt_setup
 	json=$RSIW_RUN/blktests-$RSIW_DRIVER-$RSIW_ROLE.json
 	bt_run "$json" "$@"
