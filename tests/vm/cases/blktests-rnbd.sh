@@ -7,12 +7,10 @@
 # identical VM, on C siw (VM b). Upstream runs it on rdma_rxe only
 # (USE_RXE=1); tests/vm/blktests.sh opens it to the driver under test. RTRS
 # sends its I/O with RDMA Write with Immediate Data, which siw does not have
-# and rsiw has once RFC 7306 immediate data works: both tests must pass on
-# rsiw then (BT_MUST_PASS). Until that lands they are BT_PENDING: the table
-# shows their result without failing the case.
+# and rsiw has (RFC 7306): both tests must pass on rsiw (BT_MUST_PASS),
+# whatever siw does.
 . /rsiw/tests/vm/lib.sh
 . /rsiw/tests/vm/blktests.sh
 
 BT_MUST_PASS="rnbd/001 rnbd/002"
-BT_PENDING="rnbd/001 rnbd/002"
 blktests_case rnbd
