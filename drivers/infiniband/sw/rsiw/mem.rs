@@ -168,6 +168,17 @@ pub(crate) fn persistent(rights: Rights, is_pmem: impl FnOnce() -> bool) -> Resu
     Err(EINVAL)
 }
 
+/// The rights of a fast registration (`IB_WR_REG_MR`), checked when it is posted and when it
+/// executes: those of [`mr_rights`], and never flushable to persistence (`EINVAL` and the log
+/// line of [`persistent`]). Recognising persistent memory reads the resource tree under its
+/// lock, which is taken with interrupts on elsewhere: it must not be taken where a
+/// registration executes (the send path, in softirq, under the region's IRQ-safe lock).
+pub(crate) fn fast_reg_rights(flags: AccessFlags) -> Result<Rights> {
+    let rights = mr_rights(flags)?;
+    persistent(rights, || false)?;
+    Ok(rights)
+}
+
 /// The kind of a memory region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -665,8 +676,8 @@ impl MemTable {
         len: u64,
         backing: Backing,
     ) -> Result<RsiwMr> {
-        // Only a user MR can be persistent memory from the start (a fast registration's pages
-        // are checked when it is registered); `persistent()` logs the refusal of the others.
+        // Only a user MR can be persistent memory (a fast registration never is:
+        // `fast_reg_rights()`); `persistent()` logs the refusal of the others.
         let pmem = match &backing {
             Backing::Umem(u) => persistent(rights, || u.is_persistent())?,
             _ => persistent(rights, || false)?,
@@ -871,7 +882,7 @@ impl MemTable {
         if mem.pd != pd {
             return Err(EACCES);
         }
-        let rights = mr_rights(r.access)?;
+        let rights = fast_reg_rights(r.access)?;
         let mut fr = mem.fr.lock();
         let f = Option::as_mut(&mut *fr).ok_or(EINVAL)?;
         if f.valid {
@@ -880,11 +891,10 @@ impl MemTable {
         let len = f.pages.staged_len();
         // The last byte's address must be representable (`len` is not 0 if something is mapped).
         r.iova.checked_add(len.saturating_sub(1)).ok_or(EINVAL)?;
-        let pmem = persistent(rights, || f.pages.staged_is_persistent())?;
         f.gen = f.pages.activate()?;
         f.key = stag::stag_key(r.stag);
         f.rights = rights;
-        f.pmem = pmem;
+        f.pmem = false;
         f.base = r.iova;
         f.valid = true;
         Ok(())
