@@ -12,8 +12,8 @@ S := scripts/rsiw
 T ?=
 ARGS ?=
 
-.PHONY: help setup kernel kernel-light kernel-bench rootfs demo check check-long check-host \
-	check-vm check-series shell bench series series-prefixes fuzz
+.PHONY: help setup kernel kernel-light kernel-bench kernel-pmem rootfs demo check check-long \
+	check-host check-vm check-pmem check-blktests check-series shell bench series series-prefixes fuzz
 
 help:
 	@echo "make demo        build, boot, attach rsiw to a netdev, show it working"
@@ -22,6 +22,8 @@ help:
 	@echo "make check-host  host tests of the wire core only"
 	@echo "make check-series  the upstream series: git am, tree, checkpatch (seconds)"
 	@echo "make check-vm    VM tests; T='filter' selects cases (RSIW_LONG=1: with the long ones)"
+	@echo "make check-pmem  the pmem kernel and its short cases (NVDIMM, a blktests subset)"
+	@echo "make check-blktests  blktests nvme/, srp/, rnbd/ on rsiw and siw (hours; pmem kernel)"
 	@echo "make shell       a shell in a VM running the debug kernel (ARGS='--peer siw')"
 	@echo "make bench       rsiw against siw in identical VMs: a table and a plot"
 	@echo "make fuzz        fuzz the wire core (FUZZ_SECONDS, FUZZ_RUNS, FUZZ_TARGETS; not in CI)"
@@ -41,6 +43,10 @@ kernel-light: setup
 
 kernel-bench: setup
 	$(S)/kernel.sh build bench
+
+# Light plus persistent memory and what blktests needs (kernel=pmem cases).
+kernel-pmem: setup
+	$(S)/kernel.sh build pmem
 
 rootfs: setup
 	$(S)/mkroot.sh
@@ -65,6 +71,16 @@ check-series: setup
 
 check-vm: kernel-light kernel kernel-bench rootfs
 	tests/vm/run $(T)
+
+# The cases on the pmem kernel that are short (an emulated NVDIMM, a subset
+# of blktests' nvme/); they are long=1, so make check-long runs them too.
+PMEM_CASES ?= pmem-devdax commit-pmem blktests-nvme-short
+check-pmem: kernel-pmem rootfs
+	tests/vm/run --long $(PMEM_CASES)
+
+# blktests' groups on rsiw and siw, test by test (tests/vm/blktests.sh).
+check-blktests: kernel-pmem rootfs
+	tests/vm/run --long 'blktests-*'
 
 shell: kernel rootfs
 	$(S)/vm.py shell $(ARGS)

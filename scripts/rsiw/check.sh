@@ -56,6 +56,8 @@ if stage kernel-light scripts/rsiw/kernel.sh build light &&
 	{ stage series-tree scripts/rsiw/series.sh tree || true; } &&
 	stage kernel scripts/rsiw/kernel.sh build debug &&
 	stage kernel-bench scripts/rsiw/kernel.sh build bench &&
+	# The pmem kernel (NVDIMM and blktests cases, all long=1): check-long only.
+	{ [ "${RSIW_LONG:-0}" != 1 ] || stage kernel-pmem scripts/rsiw/kernel.sh build pmem; } &&
 	stage rootfs scripts/rsiw/mkroot.sh; then
 	stage vm tests/vm/run ${T:-}
 fi

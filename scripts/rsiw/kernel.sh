@@ -9,8 +9,10 @@
 #   kernel.sh path [VARIANT]   print the build directory
 #
 # VARIANT is "debug" (default; KASAN, lockdep, kmemleak), "light" (the debug
-# set without KASAN, for the bulk of the VM tests) or "bench". Everything lives in $RSIW_CACHE
-# (default ~/.cache/rsiw), so a clean clone on the same machine rebuilds
+# set without KASAN, for the bulk of the VM tests), "bench" or "pmem" (light
+# plus persistent memory and what blktests needs, for the cases with
+# kernel=pmem: rsiw-pmem.config, rsiw-blktests.config). Everything lives in
+# $RSIW_CACHE (default ~/.cache/rsiw), so a clean clone on the same machine rebuilds
 # incrementally: files are copied into the tree only when their contents
 # changed.
 set -euo pipefail
@@ -132,7 +134,8 @@ configure() {
 	debug) frags=(rsiw.config rsiw-debug.config rsiw-kasan.config) ;;
 	light) frags=(rsiw.config rsiw-debug.config) ;;
 	bench) frags=(rsiw.config rsiw-bench.config) ;;
-	*) rsiw_die "unknown kernel variant $variant (debug, light or bench)" ;;
+	pmem) frags=(rsiw.config rsiw-debug.config rsiw-pmem.config rsiw-blktests.config) ;;
+	*) rsiw_die "unknown kernel variant $variant (debug, light, bench or pmem)" ;;
 	esac
 	mkdir -p "$build"
 	rust=$(rust_of "$variant")
@@ -201,5 +204,5 @@ fetch) fetch ;;
 prepare) prepare ;;
 build) build "${2:-}" ;;
 path) rsiw_build_dir "${2:-}" ;;
-*) rsiw_die "usage: $0 fetch|prepare|build [debug|light|bench]|path [debug|light|bench]" ;;
+*) rsiw_die "usage: $0 fetch|prepare|build [debug|light|bench|pmem]|path [debug|light|bench|pmem]" ;;
 esac

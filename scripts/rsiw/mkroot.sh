@@ -30,6 +30,12 @@ PACKAGES=(
 	iperf3 tcpdump strace
 	nvme-cli fio
 	nfs-kernel-server
+	# blktests (tests/vm/blktests.sh): its check script and the nvme/, srp/
+	# and rnbd/ groups; udev for the /dev/disk/by-id links multipathd uses.
+	util-linux bsdextrautils uuid-runtime psmisc lsof e2fsprogs xfsprogs
+	sg3-utils multipath-tools udev
+	# Persistent memory (an emulated NVDIMM, see scripts/rsiw/vm.py).
+	ndctl daxctl
 )
 
 # Bump when the recipe below changes in a way that needs a rebuild.

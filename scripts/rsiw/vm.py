@@ -21,13 +21,24 @@ VMs "a" and "b" whose eth0s are joined by a QEMU stream netdev over a Unix socke
 (a listens on a free port, b connects). VM <n> (a=1, b=2) has 169.254.0.<n>/16
 and fe80::<n>/64 on eth0.
 
+A VM may get an emulated NVMe drive (a sparse raw file under
+$RSIW_CACHE/nvme) and an emulated NVDIMM (persistent memory, for the commit
+extensions): QEMU's "pc,nvdimm=on" machine with a shared file-backed memory
+backend (a sparse file under $RSIW_CACHE/nvdimm) and an nvdimm device whose
+label area lies beyond the SIZE bytes the guest gets, so that ndctl can make
+the whole region a devdax namespace. Both files go when the run ends. NFIT
+is an ACPI table: only the pmem kernel variant has ACPI (and the NVDIMM
+drivers), so NVDIMM VMs run that kernel (kernel=pmem in a case header); its
+VMs without an NVDIMM boot with acpi=off, like the kernels without ACPI (see
+qemu_argv).
+
 Every run has a hard timeout, saves each console to console-<role>.log in the
 output directory, returns the guest's exit status (the RSIW-EXIT-STATUS
 marker; no marker is a failure) and fails if a console shows a kernel splat
 (SPLAT_PATTERNS below).
 
-  vm.py run [--vms 1|2] [--driver rsiw] [--cmd CMD] [--cmd-b CMD] ...
-  vm.py shell [--variant debug] [--driver siw] [--peer siw]
+  vm.py run [--vms 1|2] [--driver rsiw] [--cmd CMD] [--cmd-b CMD] [--nvdimm 128M] [--nvme 1G] ...
+  vm.py shell [--variant debug] [--driver siw] [--peer siw] [--nvdimm 128M]
   vm.py selftest
   vm.py probe-kvm [--force]
 """
@@ -240,6 +251,13 @@ class VM:
     # This VM's own kernel (a snapshot, see Kernel.snapshot) instead of the
     # run's, e.g. a non-debug kernel for a peer that does not run rsiw.
     kernel: Kernel | None = None
+    # An emulated NVDIMM of this many MiB (0: none); it implies ACPI.
+    nvdimm: int = 0
+    # An emulated NVMe drive (PCI) of this many MiB (0: none), e.g. a test
+    # device for blktests' nvme/ device tests.
+    nvme: int = 0
+    # Boot with ACPI (the other VMs get acpi=off).
+    acpi: bool = False
 
     @property
     def index(self) -> int:
@@ -392,9 +410,96 @@ def tsc_kargs(accel: str, variant: str) -> list[str]:
     return [f"tsc_early_khz={khz}", "tsc=reliable"] if khz else []
 
 
+def parse_size_mib(text: str) -> int:
+    """'128M', '1G' or '64' (MiB) in MiB; 0 for '', '0' or 'no'."""
+    t = text.strip().upper()
+    if t in ("", "0", "NO", "OFF"):
+        return 0
+    m = re.fullmatch(r"(\d+)([MG]?)(I?B)?", t)
+    if not m:
+        raise ValueError(f"bad size {text!r} (e.g. 128M or 1G)")
+    return int(m.group(1)) * (1024 if m.group(2) == "G" else 1)
+
+
+def scratch_path(out: Path, vm: VM, kind: str) -> Path:
+    """The file behind VM's NVDIMM or NVMe drive (kind): in the cache (not
+    in the run directory, which the guest sees), one per run and VM."""
+    return cache() / kind / f"{out.name}-{os.getpid()}-{vm.role}.img"
+
+
+# The NVDIMM's label area: at the end of the backend, beyond the SIZE bytes
+# of persistent memory the guest gets, so that the region stays a multiple
+# of its alignment (16 MiB on x86) and ndctl can make it one devdax
+# namespace. QEMU leaves the labels uninitialised: the region is label-less
+# ("legacy", one namespace of the whole region) until "ndctl init-labels".
+NVDIMM_LABEL = 128 << 10
+
+
+def nvdimm_argv(vm: VM, out: Path, mem: int) -> tuple[str, str, list[str]]:
+    """The -machine and -m values and the extra devices for VM.
+
+    Persistent memory needs ACPI: the guest finds the NVDIMM through the NFIT
+    table (drivers/acpi/nfit), and QEMU's microvm has no nvdimm, so the VM is
+    a "pc" with nvdimm=on, a memory hotplug slot for the DIMM and maxmem
+    above RAM + NVDIMM. The backend is a shared file mapping, so that the
+    guest's stores reach the file (persistence across boots is not used).
+    label-size gives the DIMM a namespace label area (NVDIMM_LABEL). No
+    unarmed=on: an unarmed DIMM is read-only to Linux."""
+    if not vm.nvdimm:
+        return "pc", f"{mem}M", []
+    path = scratch_path(out, vm, "nvdimm")
+    return ("pc,nvdimm=on", f"{mem}M,slots=2,maxmem={mem + vm.nvdimm + 2}M",
+            ["-object", f"memory-backend-file,id=nv0,share=on,mem-path={path},"
+             f"size={(vm.nvdimm << 20) + NVDIMM_LABEL}",
+             "-device", f"nvdimm,id=nvd0,memdev=nv0,label-size={NVDIMM_LABEL}"])
+
+
+def nvme_argv(vm: VM, out: Path) -> list[str]:
+    """An emulated NVMe controller with one namespace on a raw file (QEMU's
+    nvme device; the guest's nvme driver names it nvme0 when it loads before
+    any fabrics controller exists)."""
+    if not vm.nvme:
+        return []
+    path = scratch_path(out, vm, "nvme")
+    return ["-drive", f"file={path},if=none,id=nvm0,format=raw,cache=unsafe",
+            "-device", "nvme,serial=rsiw-nvme0,drive=nvm0"]
+
+
+def scratch_create(out: Path, vm: VM) -> None:
+    """Make the sparse, zero-filled files behind VM's NVDIMM and NVMe drive."""
+    for kind, size in (("nvdimm", (vm.nvdimm << 20) + NVDIMM_LABEL if vm.nvdimm else 0),
+                       ("nvme", vm.nvme << 20)):
+        if size:
+            path = scratch_path(out, vm, kind)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as f:
+                f.truncate(size)
+
+
+def scratch_remove(out: Path, vm: VM) -> None:
+    for kind, mib in (("nvdimm", vm.nvdimm), ("nvme", vm.nvme)):
+        if mib:
+            scratch_path(out, vm, kind).unlink(missing_ok=True)
+
+
+# The kernel variants built with ACPI (scripts/rsiw/kernel.sh,
+# kernel/configs/rsiw-pmem.config); the others have none, and their command
+# line stays as it was.
+ACPI_VARIANTS = ("pmem",)
+
+
 def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
               mem: int, smp: int, console: list[str]) -> list[str]:
-    cmdline = " ".join(tsc_kargs(accel, kernel.variant) + [
+    machine, memory, nvdimm = nvdimm_argv(vm, out, mem)
+    # The kernels with ACPI (the pmem variant, for the NVDIMM's NFIT) boot
+    # the VMs without an NVDIMM with acpi=off, as the other kernels boot: no
+    # AML interpreter or ACPI device scan at boot, the same clocksource (no
+    # PM timer: see tsc_kargs) and the same CPU discovery (the MP table).
+    acpi = [] if vm.acpi or vm.nvdimm or kernel.variant not in ACPI_VARIANTS else ["acpi=off"]
+    if vm.nvdimm and kernel.variant not in ACPI_VARIANTS:
+        log(f"warning: VM {vm.role} has an NVDIMM but the {kernel.variant} kernel has no ACPI "
+            f"(use the pmem kernel: {', '.join(ACPI_VARIANTS)})")
+    cmdline = " ".join(tsc_kargs(accel, kernel.variant) + acpi + [
         "console=ttyS0,115200", "root=rsiwroot", "rootfstype=9p",
         "rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose",
         "ro", "init=/rsiw-boot", "panic=-1", "mitigations=off",
@@ -403,10 +508,10 @@ def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
     ] + (["rsiwvm.trace"] if os.environ.get("RSIW_TRACE_INIT") else []) + vm.kargs)
     argv = ["qemu-system-x86_64", "-nodefaults", "-no-user-config",
             "-display", "none", "-vga", "none", "-no-reboot",
-            "-machine", "pc", "-accel", accel, "-cpu", "max,la57=off" if accel == "tcg" else "host",
-            "-smp", str(smp), "-m", f"{mem}M",
+            "-machine", machine, "-accel", accel, "-cpu", "max,la57=off" if accel == "tcg" else "host",
+            "-smp", str(smp), "-m", memory,
             "-kernel", str(kernel.bzimage), "-append", cmdline,
-            "-device", "virtio-rng-pci"] + console
+            "-device", "virtio-rng-pci"] + nvdimm + nvme_argv(vm, out) + console
     shares = [("rsiwroot", root, True), ("rsiwguest", SCRIPTS / "guest", True),
               ("rsiwmods", kernel.modules, True), ("rsiwtests", TOP / "tests", True),
               ("rsiwrun", out, False)]
@@ -445,6 +550,9 @@ def write_guest_env(vm: VM, vms: list[VM], out: Path, variant: str, extra: dict)
         "RSIW_PEER_IP": " ".join(f"169.254.0.{p.index}" for p in peers),
         "RSIW_PEER_IP6": " ".join(f"fe80::{p.index}" for p in peers),
         "RSIW_PEER_DRIVER": " ".join(p.driver for p in peers),
+        # MiB of emulated NVDIMM and NVMe drive in this VM (0: none).
+        "RSIW_NVDIMM": str(vm.nvdimm),
+        "RSIW_NVME": str(vm.nvme),
     }
     env.update(extra)
     env.update(vm.env)
@@ -481,6 +589,7 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
             vm_kernel = vm.kernel or kernel
             write_guest_env(vm, vms, out, vm_kernel.variant, extra_env or {})
             (out / vm.role / "exit-status").unlink(missing_ok=True)
+            scratch_create(out, vm)
             logp = out / f"console-{vm.role}.log"
             logp.write_bytes(b"")
             argv = qemu_argv(vm, vm_kernel, root, out, accel, vm_mem, smp,
@@ -557,6 +666,8 @@ def run(vms: list[VM], variant: str | None = None, out: Path | None = None,
             f[0].close()
         for vm in vms[:1]:
             remove_link(vm.link)
+        for vm in vms:
+            scratch_remove(out, vm)
     res = RunResult(results, out)
     if own_snapshot and res.ok:
         # Kept after a failure, so that qemu-*.cmd can re-run it.
@@ -681,11 +792,13 @@ def shell(args) -> int:
     kernel = Kernel.snapshot(variant, out / ".kernel")
     root = rootfs()
     accel = args.accel or choose_accel(kernel, root)
-    vm = VM(driver=args.driver, net=args.net, kargs=args.karg)
+    vm = VM(driver=args.driver, net=args.net, kargs=args.karg, nvdimm=args.nvdimm, nvme=args.nvme,
+            acpi=args.acpi)
     vms = [vm]
     if args.peer:
         # VM b in the background, its console in console-b.log.
-        peer = VM("b", args.peer, args.peer_cmd, kargs=args.karg)
+        peer = VM("b", args.peer, args.peer_cmd, kargs=args.karg, nvdimm=args.nvdimm,
+                  nvme=args.nvme, acpi=args.acpi)
         vms.append(peer)
         link = link_address()
         vm.net, vm.link, peer.net, peer.link = "server", link, "client", link
@@ -713,6 +826,8 @@ def shell(args) -> int:
             peer_proc = subprocess.Popen(pargv, stdin=subprocess.DEVNULL, stdout=q,
                                          stderr=subprocess.STDOUT, start_new_session=True)
         log(f"peer VM b ({args.peer}) at 169.254.0.2 / fe80::2%eth0, console: {plog}")
+    for v in vms:
+        scratch_create(out, v)
     log(f"booting the {variant} kernel ({accel}); console log: {logp}")
     log("Ctrl-A X quits QEMU, Ctrl-A C toggles the monitor; 'exit' in the shell powers off")
     try:
@@ -723,6 +838,8 @@ def shell(args) -> int:
         if peer_proc:
             _kill(peer_proc)
         remove_link(vm.link)
+        for v in vms:
+            scratch_remove(out, v)
         shutil.rmtree(out / ".kernel", ignore_errors=True)
     splats = []
     for v in vms:
@@ -795,13 +912,19 @@ def main() -> int:
     sub = ap.add_subparsers(dest="op", required=True)
 
     def common(p):
-        p.add_argument("--variant", help="kernel variant (debug, bench); default $RSIW_VARIANT or debug")
+        p.add_argument("--variant", help="kernel variant (debug, light, bench, pmem); default $RSIW_VARIANT or debug")
         p.add_argument("--accel", choices=["kvm", "tcg"], help="override the KVM probe")
         p.add_argument("--mem", type=int, help="MiB per VM (default 2048 debug, 1024 bench; $RSIW_VM_MEM)")
         p.add_argument("--smp", type=int, help="vCPUs per VM (default 2 for one VM, 1 each for two; $RSIW_VM_SMP)")
         p.add_argument("--out", help="output directory (default $RSIW_CACHE/logs/<time>-<op>)")
         p.add_argument("--karg", action="append", default=[], metavar="ARG",
                        help="extra kernel command line argument (repeatable), e.g. kunit.enable=0")
+        p.add_argument("--nvdimm", type=parse_size_mib, default=0, metavar="SIZE",
+                       help="give each VM an emulated NVDIMM of SIZE (e.g. 128M; implies ACPI)")
+        p.add_argument("--nvme", type=parse_size_mib, default=0, metavar="SIZE",
+                       help="give each VM an emulated NVMe drive of SIZE (e.g. 1G)")
+        p.add_argument("--acpi", action="store_true",
+                       help="boot with ACPI (default: acpi=off unless the VM has an NVDIMM)")
 
     p = sub.add_parser("run", help="boot VM(s), run a command, check the consoles")
     common(p)
@@ -848,9 +971,11 @@ def main() -> int:
         finally:
             shutil.rmtree(cache() / "logs" / "kvm-probe" / ".kernel", ignore_errors=True)
         return 0
-    vms = [VM("a", args.driver, args.cmd, args.net, kargs=args.karg)]
+    vms = [VM("a", args.driver, args.cmd, args.net, kargs=args.karg, nvdimm=args.nvdimm,
+              nvme=args.nvme, acpi=args.acpi)]
     if args.vms == 2:
-        vms.append(VM("b", args.driver_b, args.cmd_b or args.cmd, kargs=args.karg))
+        vms.append(VM("b", args.driver_b, args.cmd_b or args.cmd, kargs=args.karg,
+                      nvdimm=args.nvdimm, nvme=args.nvme, acpi=args.acpi))
     r = run(vms, args.variant, Path(args.out) if args.out else None, args.timeout,
             args.accel, echo=not args.quiet, mem=args.mem, smp=args.smp)
     for v in r.vms:

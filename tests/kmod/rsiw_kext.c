@@ -33,8 +33,8 @@
  * it with atomic64_inc(): the final value is exact.
  *
  * With commit=1 it checks the commit extensions (draft-talpey-rdma-commit-02)
- * instead, on a device loaded with rsiw commit=1: IB_DEVICE_FLUSH_GLOBAL and
- * IB_DEVICE_ATOMIC_WRITE, not IB_DEVICE_FLUSH_PERSISTENT; a fast registration
+ * instead, on a device loaded with rsiw commit=1: IB_DEVICE_FLUSH_GLOBAL,
+ * IB_DEVICE_ATOMIC_WRITE and IB_DEVICE_FLUSH_PERSISTENT; a fast registration
  * with IB_ACCESS_FLUSH_PERSISTENT refused (DRAM is not persistent memory);
  * with each side as the requester, Writes, a Flush (global visibility) and an
  * Atomic Write posted together complete in order as IB_WC_FLUSH and
@@ -1500,11 +1500,12 @@ static noinline_for_stack void kx_commit(struct kx *t)
 	int side;
 
 	if (!(caps & IB_DEVICE_FLUSH_GLOBAL) || !(caps & IB_DEVICE_ATOMIC_WRITE) ||
-	    (caps & IB_DEVICE_FLUSH_PERSISTENT))
-		kx_fail(t, "commit_attrs", "device_cap_flags %#llx: want FLUSH_GLOBAL and ATOMIC_WRITE, not FLUSH_PERSISTENT",
+	    !(caps & IB_DEVICE_FLUSH_PERSISTENT))
+		kx_fail(t, "commit_attrs", "device_cap_flags %#llx: want FLUSH_GLOBAL, ATOMIC_WRITE and FLUSH_PERSISTENT",
 			caps);
 	else
-		kx_pass(t, "commit_attrs", "IB_DEVICE_FLUSH_GLOBAL, IB_DEVICE_ATOMIC_WRITE");
+		kx_pass(t, "commit_attrs",
+			"IB_DEVICE_FLUSH_GLOBAL, IB_DEVICE_ATOMIC_WRITE, IB_DEVICE_FLUSH_PERSISTENT");
 	if (kx_setup(t, &c, "commit_connect", port, IB_POLL_DIRECT,
 		     KX_ACCESS_ALL | IB_ACCESS_FLUSH_GLOBAL))
 		goto out;

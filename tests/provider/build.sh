@@ -53,3 +53,6 @@ eval cc $flags -Werror -UNDEBUG -DSIW_COMMIT_CLIENT -I"$src/providers/siw" -I"$s
 	-L"$build/lib" -lsiw -lrdmacm -libverbs
 cc -O2 -Wall -Wextra -Werror -I"$build/include" -o "$out/siw_commit_server" \
 	"$(dirname "$0")/siw_commit.c" -L"$build/lib" -lrdmacm -libverbs
+# RDMA Flush to persistence of a devdax mapping (commit-pmem): plain verbs.
+cc -O2 -Wall -Wextra -Werror -I"$build/include" -o "$out/siw_pmem" \
+	"$(dirname "$0")/siw_pmem.c" -L"$build/lib" -lrdmacm -libverbs

@@ -43,8 +43,10 @@
  *                done message has the server check the word);
  *     FLUSH-04   a Flush of the region without the Flush right:
  *                IBV_WC_REM_ACCESS_ERR;
- *     FLUSH-02   a Flush to persistence, which the context did not get:
- *                IBV_WC_LOC_QP_OP_ERR (the driver refuses the SQE);
+ *     FLUSH-04   a Flush to persistence of the page (DRAM, so registered
+ *                without IB_ACCESS_FLUSH_PERSISTENT, which the driver
+ *                refuses for memory that is not persistent memory):
+ *                IBV_WC_REM_ACCESS_ERR;
  *     AWRITE-01, AWRITE-02, VERIFY-01: SQEs written straight into the send
  *                ring (as a provider with bugs would): an Atomic Write with
  *                an SGE (a length other than 8), one to a misaligned
@@ -688,11 +690,11 @@ static void failing(const char *addr, const char *port, const char *check,
 		complete(&c, check);
 		expect(&c, check, 32, IBV_WC_FLUSH, IBV_WC_REM_ACCESS_ERR, -1);
 		break;
-	default: /* FLUSH-02: persistence, which the context did not get */
+	default: /* FLUSH-04: persistence, a right DRAM does not get */
 		wr_flush(&c, 33, c.info.rkey, c.info.addr, 64,
 			 IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
 		complete(&c, check);
-		expect(&c, check, 33, IBV_WC_FLUSH, IBV_WC_LOC_QP_OP_ERR, -1);
+		expect(&c, check, 33, IBV_WC_FLUSH, IBV_WC_REM_ACCESS_ERR, -1);
 		break;
 	}
 	pass(check, what);
@@ -755,8 +757,8 @@ static int client(const char *addr, const char *port)
 		0);
 	failing(addr, port, "FLUSH-04",
 		"Flush without the Flush right: IBV_WC_REM_ACCESS_ERR", 1);
-	failing(addr, port, "FLUSH-02",
-		"Flush to persistence, not granted: IBV_WC_LOC_QP_OP_ERR", 2);
+	failing(addr, port, "FLUSH-04",
+		"Flush to persistence of DRAM: IBV_WC_REM_ACCESS_ERR", 2);
 	hostile(addr, port, "AWRITE-01",
 		"an Atomic Write SQE with an SGE of 4 bytes: IBV_WC_LOC_QP_OP_ERR", 0);
 	hostile(addr, port, "AWRITE-02",

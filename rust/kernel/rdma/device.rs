@@ -129,6 +129,30 @@ pub enum UverbsCmd {
     PostSrqRecv = bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SRQ_RECV,
 }
 
+/// The description of one hardware counter of a device (`struct rdma_stat_desc`): its name, as
+/// `rdma statistic` and the `hw_counters` directory of each port in sysfs show it.
+///
+/// # Invariants
+///
+/// `self.0.name` points to a `'static` NUL-terminated string; `priv_` is NULL.
+#[repr(transparent)]
+pub struct HwCounter(bindings::rdma_stat_desc);
+
+// SAFETY: The description only points to `'static` immutable data (type invariant).
+unsafe impl Sync for HwCounter {}
+
+impl HwCounter {
+    /// Describes a counter named `name`.
+    pub const fn new(name: &'static CStr) -> Self {
+        // INVARIANT: `name` is a `'static` C string.
+        Self(bindings::rdma_stat_desc {
+            name: crate::str::as_char_ptr_in_const_context(name),
+            flags: 0,
+            priv_: core::ptr::null(),
+        })
+    }
+}
+
 /// The device-wide operations of an RDMA provider, and the types of its objects.
 ///
 /// The implementing type is the driver's per-device data, stored in [`Device<Self>`] behind the
@@ -177,6 +201,19 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// Returns entry `index` of the GID table of port `port`.
     fn query_gid(_dev: &Device<Self>, _port: u32, _index: i32) -> Result<Gid> {
+        build_error!(crate::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// The hardware counters of each port, in the order [`Driver::hw_counters`] reads them:
+    /// `rdma statistic show link <dev>/<port>` and
+    /// `/sys/class/infiniband/<dev>/ports/<port>/hw_counters/`. Only used if the driver
+    /// implements [`Driver::hw_counters`].
+    const HW_COUNTERS: &'static [HwCounter] = &[];
+
+    /// Reads the counters of port `port` into `values`, one per entry of
+    /// [`Driver::HW_COUNTERS`], in that order (`get_hw_stats`). Called in process context,
+    /// under a mutex of ib_core's; may sleep.
+    fn hw_counters(_dev: &Device<Self>, _port: u32, _values: &mut [u64]) {
         build_error!(crate::error::VTABLE_DEFAULT_ERROR)
     }
 }

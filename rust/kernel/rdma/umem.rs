@@ -335,6 +335,28 @@ impl Umem {
 }
 
 impl Umem {
+    /// Returns whether every pinned page is persistent memory
+    /// ([`crate::mm::pmem::is_persistent_page`]), as a registration with
+    /// `IB_ACCESS_FLUSH_PERSISTENT` requires. Does not sleep.
+    pub fn is_persistent(&self) -> bool {
+        (0..self.page_count()).all(|i| {
+            self.page(i)
+                .is_some_and(|p| crate::mm::pmem::is_persistent_page(&p))
+        })
+    }
+
+    /// Writes back the CPU cache lines covering region bytes `[off, off + len)` to memory
+    /// ([`crate::mm::pmem::write_back_page`], page by page). The write-backs are not ordered:
+    /// call [`crate::mm::pmem::barrier`] after the last one. Fails with `EINVAL` if the range
+    /// is not inside the region. Does not sleep.
+    pub fn write_back(&self, off: usize, len: usize) -> Result {
+        self.for_each_piece(off, len, |page, in_page, r| {
+            crate::mm::pmem::write_back_page(page, in_page, r.len())
+        })
+    }
+}
+
+impl Umem {
     /// Calls `f(page, offset_in_page, len)` for each page piece of region bytes
     /// `[off, off + len)`, in order, handing over a reference on the page taken for the piece
     /// ([`UmemPageRef`]), so that the bytes can be sent by reference

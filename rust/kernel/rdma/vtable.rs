@@ -57,6 +57,16 @@ impl<T: Driver> VTable<T> {
         } else {
             None
         },
+        alloc_hw_port_stats: if T::HAS_HW_COUNTERS && !T::HW_COUNTERS.is_empty() {
+            Some(Self::alloc_hw_port_stats_callback)
+        } else {
+            None
+        },
+        get_hw_stats: if T::HAS_HW_COUNTERS && !T::HW_COUNTERS.is_empty() {
+            Some(Self::get_hw_stats_callback)
+        } else {
+            None
+        },
         // User contexts and their mappings (see `super::ucontext`).
         alloc_ucontext: if <T::Ucontext as ucontext::Operations>::HAS_ALLOC {
             Some(Self::alloc_ucontext_callback)
@@ -257,6 +267,56 @@ impl<T: Driver> VTable<T> {
             unsafe { a.write_to(imm) };
             Ok(0)
         })
+    }
+
+    /// Allocates the counters of a port ([`Driver::HW_COUNTERS`]); ib_core frees them.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core for a device of this driver.
+    unsafe extern "C" fn alloc_hw_port_stats_callback(
+        _ibdev: *mut bindings::ib_device,
+        _port: u32,
+    ) -> *mut bindings::rdma_hw_stats {
+        let descs = T::HW_COUNTERS;
+        let Ok(n) = c_int::try_from(descs.len()) else {
+            return core::ptr::null_mut();
+        };
+        // SAFETY: `descs` is a `'static` array of `n` descriptions (`HwCounter` is a transparent
+        // `struct rdma_stat_desc` whose name is a `'static` string), which the counters keep
+        // pointing to.
+        unsafe {
+            bindings::rdma_alloc_hw_stats_struct(
+                descs.as_ptr().cast(),
+                n,
+                bindings::RDMA_HW_STATS_DEFAULT_LIFESPAN as c_ulong,
+            )
+        }
+    }
+
+    /// Reads the counters of port `port` into `stats` ([`Driver::hw_counters`]) and returns how
+    /// many it updated: all of them.
+    ///
+    /// # Safety
+    ///
+    /// `ibdev` is a live [`Device<T>`]; `stats` was allocated by `alloc_hw_port_stats_callback`
+    /// (its `value` array has `num_counters` entries) and ib_core holds its lock.
+    unsafe extern "C" fn get_hw_stats_callback(
+        ibdev: *mut bindings::ib_device,
+        stats: *mut bindings::rdma_hw_stats,
+        port: u32,
+        _index: c_int,
+    ) -> c_int {
+        // SAFETY: Per the safety requirements.
+        let (dev, n) = unsafe { (Device::<T>::from_raw(ibdev), (*stats).num_counters) };
+        let len = usize::try_from(n).unwrap_or(0);
+        // SAFETY: `value` has `num_counters` entries, which nothing else accesses while ib_core
+        // holds the lock of `stats`.
+        let values = unsafe {
+            core::slice::from_raw_parts_mut((&raw mut (*stats).value).cast::<u64>(), len)
+        };
+        T::hw_counters(dev, port, values);
+        n
     }
 
     /// # Safety

@@ -4,9 +4,10 @@
 #
 # The commit extensions (draft-talpey-rdma-commit-02) from a kernel ULP:
 # load rsiw with commit=1 and tests/kmod/rsiw_kext.ko commit=1, which checks
-# the device capabilities (FLUSH_GLOBAL and ATOMIC_WRITE, not
-# FLUSH_PERSISTENT), that a fast registration with IB_ACCESS_FLUSH_PERSISTENT
-# of DRAM fails with EINVAL (and rsiw logs why), and with each side as the
+# the device capabilities (FLUSH_GLOBAL, ATOMIC_WRITE and FLUSH_PERSISTENT:
+# x86_64 can write caches back to persistent memory), that a fast
+# registration with IB_ACCESS_FLUSH_PERSISTENT of DRAM fails with EINVAL (and
+# rsiw logs why), and with each side as the
 # requester: two Writes, a Flush over them and an Atomic Write posted together
 # complete in order (IB_WC_FLUSH, IB_WC_ATOMIC_WRITE) with the data in the
 # target (FLUSH-03, AWRITE-04); a whole-region Flush with a garbage range

@@ -7,9 +7,9 @@
 # rdma-core's siw provider patched for the extended siw ABI
 # (Documentation/infiniband/rsiw-abi.rst):
 #
-# - the patched provider's context gets Flush (global), Atomic Write and
-#   Verify, not Flush to persistence (ext=0x1bf, verify_digest_len 4), and
-#   the device shows IB_DEVICE_FLUSH_GLOBAL and _ATOMIC_WRITE
+# - the patched provider's context gets Flush (global and to persistence),
+#   Atomic Write and Verify (ext=0x1ff, verify_digest_len 4), and the
+#   device shows IB_DEVICE_FLUSH_GLOBAL, _FLUSH_PERSISTENT and _ATOMIC_WRITE
 #   (tests/provider/siw_ctx.c), ibv_create_qp_ex() takes
 #   IBV_QP_EX_WITH_FLUSH and _ATOMIC_WRITE, siwdv_create_qp() Verify;
 # - tests/provider/siw_commit.c (VM b serves, a is the client): Write then
@@ -20,7 +20,8 @@
 #   the refusals: a misaligned Atomic Write (EINVAL when posted), a wrong
 #   digest (IBV_WC_REM_OP_ERR, the Atomic Write behind it flushed and not
 #   performed), a Flush without the Flush right (IBV_WC_REM_ACCESS_ERR), a
-#   Flush to persistence (IBV_WC_LOC_QP_OP_ERR), and malformed Atomic Write
+#   Flush to persistence of DRAM (IBV_WC_REM_ACCESS_ERR: the responder's
+#   region is not persistent memory), and malformed Atomic Write
 #   and Verify SQEs written into the ring (IBV_WC_LOC_QP_OP_ERR); the server
 #   checks the words of its page;
 # - the same again with the server in VM b on Debian's stock provider: a
@@ -37,9 +38,10 @@ ip=$(fetch b ip)
 
 ctx=$("$RSIW_PROVIDER_DIR/bin/siw_ctx" "$DEV")
 log "context: $ctx"
-# CQE, the RFC 7306 bits, FLUSH_GLOBAL (5), ATOMIC_WRITE (7), VERIFY (8);
-# IB_DEVICE_FLUSH_GLOBAL (38) and IB_DEVICE_ATOMIC_WRITE (40).
-assert_match "$ctx" '^ext=0x1bf digest=4 atomic_cap=2 cap_ex=0x14000000000 ' "the context's extensions"
+# CQE, the RFC 7306 bits, FLUSH_GLOBAL (5), FLUSH_PERSISTENT (6),
+# ATOMIC_WRITE (7), VERIFY (8); IB_DEVICE_FLUSH_GLOBAL (38),
+# IB_DEVICE_FLUSH_PERSISTENT (39) and IB_DEVICE_ATOMIC_WRITE (40).
+assert_match "$ctx" '^ext=0x1ff digest=4 atomic_cap=2 cap_ex=0x1c000000000 ' "the context's extensions"
 send_ops=$(sed -n 's/.* send_ops=\(0x[0-9a-f]*\) .*/\1/p' <<<"$ctx")
 dv_ops=$(sed -n 's/.* dv_ops=\(0x[0-9a-f]*\) .*/\1/p' <<<"$ctx")
 # IBV_QP_EX_WITH_FLUSH (1 << 11), IBV_QP_EX_WITH_ATOMIC_WRITE (1 << 12),

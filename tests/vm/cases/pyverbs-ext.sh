@@ -14,10 +14,9 @@
 # Atomic Write through ibv_wr_*(), each with the originals' iterations and
 # expected values. Both players are in one process, as in the originals,
 # connected over veth0's address (TCP over loopback, rsiw on both ends).
-# Memory windows skip; the Flush to persistence of
-# test_qp_ex_rc_flush_type_violate is refused by the requester (rsiw has no
-# persistent memory yet), an error where the test wants the responder's;
-# every other test must pass. The table is in the log and
+# Memory windows skip; test_qp_ex_rc_flush_type_violate's Flush to
+# persistence of a region without that right gets the responder's refusal,
+# as the test wants; every other test must pass. The table is in the log and
 # in ext-pyverbs-table.txt, the outcomes in ext-pyverbs.json.
 #
 # This is a case of its own rather than rows of pyverbs-suite's table:

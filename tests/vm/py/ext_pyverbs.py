@@ -22,12 +22,11 @@ functions of tests/utils.py and their expected values.
 The tests are those of the two modules that an RC QP can run: the UD and
 XRC ones need QP types iWARP does not have. TESTS lists them and the outcome
 each must have; "pass|skip" marks memory windows, which rsiw has no verb
-for. Flush and Atomic Write run with rsiw's commit=1 and must pass, but for
-test_qp_ex_rc_flush_type_violate: it posts a Flush to persistence, which
-rsiw does not grant a context (no persistent memory support yet), so the
-provider completes it with IBV_WC_LOC_QP_OP_ERR where the test expects the
-responder's IBV_WC_REM_ACCESS_ERR of a device that has it (an error).
-Every other test must pass.
+for. Flush and Atomic Write run with rsiw's commit=1 and must pass:
+test_qp_ex_rc_flush_type_violate posts a Flush to persistence to a region
+registered without IBV_ACCESS_FLUSH_PERSISTENT and expects the responder's
+refusal, IBV_WC_REM_ACCESS_ERR (rsiw grants contexts the Flush to
+persistence and refuses it on such a region). Every test must pass.
 
 JSON gets {test id: [outcome, detail]} in the form of pyverbs_suite.py's
 (the original test ids, tests.test_atomic.AtomicTest.test_...); the table of
@@ -77,7 +76,7 @@ TESTS = {
     'tests.test_qpex.QpExTestCase.test_qp_ex_rc_atomic_cmp_swp': 'pass',
     'tests.test_qpex.QpExTestCase.test_qp_ex_rc_atomic_fetch_add': 'pass',
     'tests.test_qpex.QpExTestCase.test_qp_ex_rc_flush': 'pass',
-    'tests.test_qpex.QpExTestCase.test_qp_ex_rc_flush_type_violate': 'error',
+    'tests.test_qpex.QpExTestCase.test_qp_ex_rc_flush_type_violate': 'pass',
     'tests.test_qpex.QpExTestCase.test_qp_ex_rc_atomic_write': 'pass',
     'tests.test_qpex.QpExTestCase.test_qp_ex_rc_bind_mw': 'pass|skip',
 }

@@ -96,9 +96,11 @@ pub(crate) mod ext {
     pub(crate) const SEND_WITH_IMM: u64 = 1 << 4;
     /// `SIW_OP_FLUSH` with `SIW_FLUSH_GLOBAL` (global visibility).
     pub(crate) const FLUSH_GLOBAL: u64 = 1 << 5;
-    /// `SIW_OP_FLUSH` with `SIW_FLUSH_PERSISTENT`. Never granted: no region is persistent
-    /// memory (`IB_ACCESS_FLUSH_PERSISTENT` registrations are refused, the device does not
-    /// report `IB_DEVICE_FLUSH_PERSISTENT`).
+    /// `SIW_OP_FLUSH` with `SIW_FLUSH_PERSISTENT`: granted with the commit extensions where
+    /// the architecture can write caches back to persistent memory
+    /// (`kernel::mm::pmem::CAN_WRITE_BACK`), as the device capability
+    /// `IB_DEVICE_FLUSH_PERSISTENT`. Only regions of persistent memory accept it
+    /// (`crate::mem::persistent`).
     pub(crate) const FLUSH_PERSISTENT: u64 = 1 << 6;
     /// `SIW_OP_ATOMIC_WRITE`.
     pub(crate) const ATOMIC_WRITE: u64 = 1 << 7;
@@ -111,13 +113,17 @@ pub(crate) mod ext {
     pub(crate) const RFC7306: u64 = ATOMICS | MASKED_ATOMICS | WRITE_WITH_IMM | SEND_WITH_IMM;
 
     /// The commit extensions rsiw grants (the module parameter `commit`): Flush to global
-    /// visibility, Verify and, on 64-bit kernels (one aligned 64-bit store, as the device
-    /// capability `IB_DEVICE_ATOMIC_WRITE`), Atomic Write. Not [`FLUSH_PERSISTENT`].
-    pub(crate) const COMMIT: u64 = if cfg!(CONFIG_64BIT) {
-        FLUSH_GLOBAL | ATOMIC_WRITE | VERIFY
-    } else {
-        FLUSH_GLOBAL | VERIFY
-    };
+    /// visibility, Verify, on 64-bit kernels (one aligned 64-bit store, as the device
+    /// capability `IB_DEVICE_ATOMIC_WRITE`) Atomic Write, and where caches can be written back
+    /// to persistent memory Flush to persistence ([`FLUSH_PERSISTENT`]).
+    pub(crate) const COMMIT: u64 = FLUSH_GLOBAL
+        | VERIFY
+        | if cfg!(CONFIG_64BIT) { ATOMIC_WRITE } else { 0 }
+        | if kernel::mm::pmem::CAN_WRITE_BACK {
+            FLUSH_PERSISTENT
+        } else {
+            0
+        };
 
     /// What a device supports: extended CQEs always, RFC 7306 and the commit extensions if
     /// they are switched on.
@@ -157,7 +163,7 @@ pub(crate) mod ext {
 
 const _: () = {
     // Unknown bits are no error; nothing without the extended CQEs; RFC 7306 and the commit
-    // extensions only if on; never Flush to persistence.
+    // extensions only if on; Flush to persistence with them where caches can be written back.
     assert!(ext::grant(0, true, true) == 0);
     assert!(ext::grant(u64::MAX, true, false) == 0x1f);
     assert!(ext::grant(u64::MAX, false, false) == ext::CQE);
@@ -165,8 +171,15 @@ const _: () = {
     assert!(ext::grant(ext::COMMIT, true, true) == 0);
     assert!(ext::grant(ext::CQE | ext::ATOMICS | (1 << 8), true, false) == ext::CQE | ext::ATOMICS);
     assert!(ext::grant(u64::MAX, false, true) == ext::CQE | ext::COMMIT);
-    assert!(ext::grant(u64::MAX, true, true) & ext::FLUSH_PERSISTENT == 0);
-    assert!(ext::grant(ext::CQE | ext::FLUSH_PERSISTENT, true, true) == ext::CQE);
+    assert!(ext::grant(u64::MAX, true, false) & ext::FLUSH_PERSISTENT == 0);
+    assert!(
+        ext::grant(ext::CQE | ext::FLUSH_PERSISTENT, true, true)
+            == if kernel::mm::pmem::CAN_WRITE_BACK {
+                ext::CQE | ext::FLUSH_PERSISTENT
+            } else {
+                ext::CQE
+            }
+    );
     assert!(ext::grant(ext::CQE | ext::VERIFY | (1 << 9), false, true) == ext::CQE | ext::VERIFY);
     assert!(ext::verify_digest_len(ext::CQE | ext::VERIFY) == 4);
     assert!(ext::verify_digest_len(ext::CQE | (ext::COMMIT & !ext::VERIFY)) == 0);

@@ -29,6 +29,7 @@ use crate::{
 };
 use kernel::{
     cpu,
+    mm::pmem,
     net::{
         device::{
             random_ether_addr,
@@ -74,6 +75,7 @@ use kernel::{
             Device,
             Driver,
             DriverId,
+            HwCounter,
             NodeType,
             UnregisteredDevice,
             UverbsCmd, //
@@ -242,6 +244,20 @@ pub(crate) struct RsiwDevice {
     /// RDMA Flush to global visibility and Atomic Write are on (the `commit` module
     /// parameter when the device was added).
     commit: bool,
+    /// What the responder's Flushes did (`RsiwDevice::HW_COUNTERS`).
+    flushes: FlushCounters,
+}
+
+/// The counters of the RDMA Flushes a device executed as the responder, reported as the hardware
+/// counters of its port (`rdma statistic show link <dev>/1`, `RsiwDevice::HW_COUNTERS`):
+/// they show that a Flush to persistence wrote back what it had to.
+struct FlushCounters {
+    /// Flush Requests executed (answered with a Flush Response).
+    executed: Atomic<u64>,
+    /// Of those, the Flushes to persistence.
+    persistent: Atomic<u64>,
+    /// Bytes of the CPU cache lines the Flushes to persistence wrote back to persistent memory.
+    writeback_bytes: Atomic<u64>,
 }
 
 /// The QP numbers of a device and what they name (a QP reference; any value for KUnit).
@@ -340,7 +356,24 @@ impl RsiwDevice {
             conn_queue: conn::ConnQueue::new()?,
             rfc7306,
             commit: crate::module_parameters::commit.value(),
+            flushes: FlushCounters {
+                executed: Atomic::new(0),
+                persistent: Atomic::new(0),
+                writeback_bytes: Atomic::new(0),
+            },
         })
+    }
+
+    /// Counts a Flush Request the responder executed: one to persistence (`persistent`) wrote
+    /// back the cache lines of `writeback_bytes` bytes.
+    pub(crate) fn count_flush(&self, persistent: bool, writeback_bytes: u64) {
+        self.flushes.executed.fetch_add(1, Relaxed);
+        if persistent {
+            self.flushes.persistent.fetch_add(1, Relaxed);
+            self.flushes
+                .writeback_bytes
+                .fetch_add(writeback_bytes, Relaxed);
+        }
     }
 
     /// Whether RDMA Flush (global visibility) and Atomic Write are on.
@@ -349,15 +382,20 @@ impl RsiwDevice {
     }
 
     /// The device capabilities: memory management extensions, and with the commit extensions
-    /// on, Flush to global visibility and (64-bit only: one store, AWRITE-03) Atomic Write.
-    /// Never Flush to persistence: no region is persistent memory yet (see
-    /// [`crate::mem::mr_rights`]).
+    /// on, Flush to global visibility, (64-bit only: one store, AWRITE-03) Atomic Write and,
+    /// where the architecture can write caches back to persistent memory
+    /// ([`pmem::CAN_WRITE_BACK`]), Flush to persistence: the flag `IB_ACCESS_FLUSH_PERSISTENT`
+    /// is then accepted, for regions whose every page is persistent memory
+    /// ([`crate::mem::persistent`]).
     fn cap_flags(&self) -> DeviceCapFlags {
         let mut f = DeviceCapFlags::from(DeviceCapFlag::MemMgtExtensions);
         if self.commit {
             f |= DeviceCapFlag::FlushGlobal;
             if cfg!(CONFIG_64BIT) {
                 f |= DeviceCapFlag::AtomicWrite;
+            }
+            if pmem::CAN_WRITE_BACK {
+                f |= DeviceCapFlag::FlushPersistent;
             }
         }
         f
@@ -452,6 +490,23 @@ impl Driver for RsiwDevice {
     type Srq = RsiwSrq;
     type Mr = RsiwMr;
     type IwCm = Self;
+
+    /// The responder's Flushes ([`FlushCounters`]), in every port's `hw_counters`.
+    const HW_COUNTERS: &'static [HwCounter] = &[
+        HwCounter::new(c"flush_executed"),
+        HwCounter::new(c"flush_persistent"),
+        HwCounter::new(c"flush_writeback_bytes"),
+    ];
+
+    fn hw_counters(dev: &Device<Self>, _port: u32, values: &mut [u64]) {
+        let f = &dev.flushes;
+        for (v, c) in values
+            .iter_mut()
+            .zip([&f.executed, &f.persistent, &f.writeback_bytes])
+        {
+            *v = c.load(Relaxed);
+        }
+    }
 
     fn query_device(dev: &Device<Self>, udata: Option<&Udata>) -> Result<DeviceAttr> {
         if let Some(udata) = udata {

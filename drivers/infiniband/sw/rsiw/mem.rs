@@ -58,7 +58,10 @@ use crate::{
         RegionView,
         Rights, //
     },
-    wire::atomic::Fault,
+    wire::{
+        atomic::Fault,
+        commit::writeback_span, //
+    },
     wqe::{
         Sge,
         Sqe, //
@@ -66,6 +69,7 @@ use crate::{
 };
 use core::ops::Deref;
 use kernel::{
+    mm::pmem,
     net::skb::SkbData,
     new_spinlock_irq,
     prelude::*,
@@ -132,26 +136,47 @@ fn granted() -> AccessFlags {
 /// (memory window binding, zero-based addresses, on-demand paging, ...). Hints (huge pages) and
 /// optional flags (relaxed ordering) are ignored.
 ///
-/// `IB_ACCESS_FLUSH_PERSISTENT` fails with `EINVAL` and a log line: a region is flushable to
-/// persistence only if every page of it is persistent memory (CMT-03, issue 37), and rsiw
-/// does not yet look at the pages (the pmem seam, see
-/// `Documentation/infiniband/rsiw-extensions.rst`), so no region is. User registrations do
-/// not get here: rsiw does not report `IB_DEVICE_FLUSH_PERSISTENT`, and ib_core refuses the
-/// flag without it.
+/// `IB_ACCESS_FLUSH_PERSISTENT` is granted here, but a region is flushable to persistence only
+/// if every page of it is persistent memory (CMT-03): each kind of registration checks its
+/// pages ([`persistent`]) and refuses the flag with `EINVAL` and a log line otherwise.
 pub(crate) fn mr_rights(flags: AccessFlags) -> Result<Rights> {
     if flags.contains_any(AccessFlag::RemoteWrite | AccessFlag::RemoteAtomic)
         && !flags.contains(AccessFlag::LocalWrite)
     {
         return Err(EINVAL);
     }
-    if flags.contains(AccessFlag::FlushPersistent) {
-        pr_warn!("mr: IB_ACCESS_FLUSH_PERSISTENT refused: the region is not persistent memory\n");
-        return Err(EINVAL);
-    }
     if u32::from(flags) & !u32::from(supported()) != 0 {
         return Err(EOPNOTSUPP);
     }
     Ok(Rights(u32::from(flags & granted())))
+}
+
+/// The check of a registration with rights `rights` whose memory is persistent memory or not
+/// (`is_pmem`: every page is, [`kernel::mm::pmem`]; only asked if it matters): a region is
+/// flushable to persistence (`IB_ACCESS_FLUSH_PERSISTENT`, [`Rights::FLUSH_PERSISTENT`]) only
+/// if every page of it is persistent memory and the architecture can write caches back to it
+/// (CMT-03, issue 37). Otherwise `EINVAL`, and a log line that says why. Returns whether the
+/// region is flushable to persistence.
+pub(crate) fn persistent(rights: Rights, is_pmem: impl FnOnce() -> bool) -> Result<bool> {
+    if !rights.contains(Rights::FLUSH_PERSISTENT) {
+        return Ok(false);
+    }
+    if pmem::CAN_WRITE_BACK && is_pmem() {
+        return Ok(true);
+    }
+    pr_warn!("mr: IB_ACCESS_FLUSH_PERSISTENT refused: the region is not persistent memory\n");
+    Err(EINVAL)
+}
+
+/// The rights of a fast registration (`IB_WR_REG_MR`), checked when it is posted and when it
+/// executes: those of [`mr_rights`], and never flushable to persistence (`EINVAL` and the log
+/// line of [`persistent`]). Recognising persistent memory reads the resource tree under its
+/// lock, which is taken with interrupts on elsewhere: it must not be taken where a
+/// registration executes (the send path, in softirq, under the region's IRQ-safe lock).
+pub(crate) fn fast_reg_rights(flags: AccessFlags) -> Result<Rights> {
+    let rights = mr_rights(flags)?;
+    persistent(rights, || false)?;
+    Ok(rights)
 }
 
 /// The kind of a memory region.
@@ -176,6 +201,9 @@ struct FastReg {
     base: u64,
     /// The page list generation of the registration.
     gen: u64,
+    /// Every page of the registration is persistent memory (it has
+    /// [`Rights::FLUSH_PERSISTENT`]).
+    pmem: bool,
     pages: PageList,
 }
 
@@ -202,6 +230,10 @@ pub(crate) struct Mem {
     base: u64,
     len: u64,
     valid: Atomic<bool>,
+    /// Every page of the region is persistent memory: it was registered with
+    /// `IB_ACCESS_FLUSH_PERSISTENT` ([`persistent`]). For a fast-registration MR, the state of
+    /// the registration has it.
+    pmem: bool,
     /// The kernel virtual address capability of a DMA MR (`None` for the other kinds).
     kva: Option<KernelVa>,
     /// The pinned memory of a user MR (`None` for a DMA MR); revoked at deregistration.
@@ -467,6 +499,67 @@ impl<M: Deref<Target = Mem>> Placement<M> {
     }
 }
 
+impl<M: Deref<Target = Mem>> Placement<M> {
+    /// Writes back to persistent memory the bytes an RDMA Flush to persistence names: the
+    /// checked range, or with `whole` the whole region (FLUSH-02: the checked range is then
+    /// empty). The CPU cache lines covering them are written back
+    /// ([`kernel::mm::pmem::write_back`], page by page), not ordered: call
+    /// [`kernel::mm::pmem::barrier`] after. Returns the bytes of those cache lines
+    /// (`wire::commit::writeback_span` of the range as it falls in the region's pages), for
+    /// the device's counters.
+    ///
+    /// Fails with `EOPNOTSUPP` unless the region (its current registration) is persistent
+    /// memory (registered with `IB_ACCESS_FLUSH_PERSISTENT`, [`persistent`]), `ENOENT` if it
+    /// was deregistered or invalidated meanwhile, `EINVAL` outside the region. Does not sleep
+    /// (the fast registration's spinlock is held while its pages are written back).
+    pub(crate) fn write_back(&self, whole: bool) -> Result<u64> {
+        let line = u64::try_from(pmem::line_size()).map_err(|_| EINVAL)?;
+        // Region offset and length of the bytes, and where the region starts in its first page.
+        let span = |lead: u64, len: u64| -> Result<(u64, u64)> {
+            let (off, n) = if whole {
+                (0, len)
+            } else {
+                (self.off, self.len)
+            };
+            let first = lead.checked_add(off).ok_or(EINVAL)?;
+            let (_, bytes) = writeback_span(first, n, line).ok_or(EINVAL)?;
+            Ok((off, bytes))
+        };
+        match self.mem.kind {
+            Kind::FastReg => {
+                let fr = self.mem.fr.lock();
+                let f = fr.as_ref().ok_or(ENOENT)?;
+                if !f.pmem {
+                    return Err(EOPNOTSUPP);
+                }
+                let len = if whole {
+                    f.pages.active_len()
+                } else {
+                    self.len
+                };
+                let (off, bytes) = span(f.pages.active_offset(), f.pages.active_len())?;
+                f.pages
+                    .write_back(self.gen, off, usize::try_from(len).map_err(|_| EINVAL)?)?;
+                Ok(bytes)
+            }
+            Kind::Dma => Err(EOPNOTSUPP),
+            Kind::User => {
+                if !self.mem.pmem {
+                    return Err(EOPNOTSUPP);
+                }
+                let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
+                let umem = guard.as_ref().ok_or(EOPNOTSUPP)?;
+                let lead = u64::try_from(umem.page_offset()).map_err(|_| EINVAL)?;
+                let (off, bytes) = span(lead, self.mem.len)?;
+                let len = if whole { self.mem.len } else { self.len };
+                let uoff = usize::try_from(off).map_err(|_| EINVAL)?;
+                umem.write_back(uoff, usize::try_from(len).map_err(|_| EINVAL)?)?;
+                Ok(bytes)
+            }
+        }
+    }
+}
+
 /// Where received payload bytes to place come from.
 pub(crate) enum Source<'a, 'b> {
     /// The socket buffer, from an offset on.
@@ -583,6 +676,12 @@ impl MemTable {
         len: u64,
         backing: Backing,
     ) -> Result<RsiwMr> {
+        // Only a user MR can be persistent memory (a fast registration never is:
+        // `fast_reg_rights()`); `persistent()` logs the refusal of the others.
+        let pmem = match &backing {
+            Backing::Umem(u) => persistent(rights, || u.is_persistent())?,
+            _ => persistent(rights, || false)?,
+        };
         let (kva, umem, pages) = match backing {
             Backing::Kernel(k) => (k, None, None),
             Backing::Umem(u) => (None, Some(u), None),
@@ -596,6 +695,7 @@ impl MemTable {
             rights: Rights(0),
             base: 0,
             gen: 0,
+            pmem: false,
             pages,
         });
         let mem = Arc::pin_init(
@@ -607,6 +707,7 @@ impl MemTable {
                 base,
                 len,
                 valid: Atomic::new(fr.is_none()),
+                pmem,
                 kva,
                 umem <- Revocable::new(umem),
                 fr <- new_spinlock_irq!(fr, "rsiw_fastreg"),
@@ -781,7 +882,7 @@ impl MemTable {
         if mem.pd != pd {
             return Err(EACCES);
         }
-        let rights = mr_rights(r.access)?;
+        let rights = fast_reg_rights(r.access)?;
         let mut fr = mem.fr.lock();
         let f = Option::as_mut(&mut *fr).ok_or(EINVAL)?;
         if f.valid {
@@ -793,6 +894,7 @@ impl MemTable {
         f.gen = f.pages.activate()?;
         f.key = stag::stag_key(r.stag);
         f.rights = rights;
+        f.pmem = false;
         f.base = r.iova;
         f.valid = true;
         Ok(())
@@ -1035,6 +1137,45 @@ mod tests {
             t.check(pd, stag, Rights::REMOTE_READ, 0, 1).err(),
             Some(Fault::InvalidStag)
         );
+        Ok(())
+    }
+
+    /// CMT-03: kernel memory that is not persistent memory cannot be registered flushable to
+    /// persistence; the refusal changes nothing, and the same mapping registers without it.
+    /// Nothing but persistent memory is ever written back.
+    #[test]
+    fn fast_reg_flush_persistent_refused() -> Result {
+        let t = MemTable::new()?;
+        let pd = PdId(0x40);
+        let mr = t.add_fast_reg(pd, 4)?;
+        map(&mr, 3000, 1024)?;
+        let rw = AccessFlag::LocalWrite | AccessFlag::RemoteWrite | AccessFlag::FlushGlobal;
+        assert_eq!(
+            reg(&t, pd, mr.stag(), rw | AccessFlag::FlushPersistent, 0x10000),
+            Err(EINVAL)
+        );
+        assert_eq!(
+            t.check(pd, mr.stag(), Rights::LOCAL_READ, 0x10000, 1).err(),
+            Some(Fault::InvalidStag)
+        );
+        reg(&t, pd, mr.stag(), rw, 0x10000)?;
+        assert_eq!(
+            t.check(pd, mr.stag(), Rights::FLUSH_PERSISTENT, 0x10000, 8)
+                .err(),
+            Some(Fault::Rights)
+        );
+        let p = t
+            .check(pd, mr.stag(), Rights::FLUSH_GLOBAL, 0x10000, 100)
+            .map_err(|_| EINVAL)?;
+        assert_eq!(p.write_back(false), Err(EOPNOTSUPP));
+        assert_eq!(p.write_back(true), Err(EOPNOTSUPP));
+        // A DMA MR is never persistent memory.
+        assert_eq!(
+            t.add_dma_nocopy(pd, Rights::LOCAL_WRITE | Rights::FLUSH_PERSISTENT)
+                .err(),
+            Some(EINVAL)
+        );
+        t.remove(&mr);
         Ok(())
     }
 

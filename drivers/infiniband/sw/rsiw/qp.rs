@@ -375,7 +375,7 @@ fn check_send_keys(qp: &Qp<RsiwDevice>, w: &SendWr, sqe: &mut Sqe) -> Result {
             {
                 return Err(EINVAL);
             }
-            mem::mr_rights(reg.access)?;
+            mem::fast_reg_rights(reg.access)?;
             RegMr {
                 stag: reg.key,
                 access: reg.access,

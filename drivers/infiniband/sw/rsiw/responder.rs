@@ -14,10 +14,11 @@
 //! The commit extensions (draft-talpey-rdma-commit-02, module parameter `commit`) run the
 //! same way, when Delivered and so after every earlier Write of the stream was placed (RX
 //! places synchronously and in stream order): a Flush is a full memory barrier before its
-//! response is queued (global visibility; persistence is refused at registration, see
-//! [`flush_request`]), an Atomic Write one aligned 64-bit store with release ordering, a
-//! Verify the CRC32c of the range compared with the Hash Value the request carries. The
-//! decisions that need no memory are the wire core's (`wire::commit`).
+//! response is queued (global visibility), preceded for a Flush to persistence by the
+//! write-back of its bytes to persistent memory ([`persist`]); an Atomic Write one aligned
+//! 64-bit store with release ordering, a Verify the CRC32c of the range compared with the Hash
+//! Value the request carries. The decisions that need no memory are the wire core's
+//! (`wire::commit`).
 
 use crate::{
     device::RsiwDevice,
@@ -76,6 +77,7 @@ use crate::{
     wqe::MAX_INLINE,
 };
 use kernel::{
+    mm::pmem,
     prelude::*,
     rdma::qp::Qp,
     sync::barrier::{
@@ -193,9 +195,16 @@ fn atomic_request(path: &Path, qp: &Qp<RsiwDevice>, r: &AtomicRequest) -> Result
 /// (`mb()`, against other CPUs and devices) before the response is queued makes them
 /// globally visible before the Flush Response can be sent (FLUSH-08).
 ///
-/// Persistence: no region has the Flushable-to-persistence right yet (refused at
-/// registration: [`crate::mem::mr_rights`]), so a Flush with P fails the rights check. The
-/// writeback itself is the seam [`persist`].
+/// Persistence (P): only a region of persistent memory has the Flushable-to-persistence right
+/// (checked at registration: [`crate::mem::persistent`]); on any other region a Flush with P
+/// fails the rights check (0/1/02). On one, [`persist`] writes the bytes back to persistent
+/// memory and orders the write-backs before the response is queued (FLUSH-05). It runs before
+/// the Flush is admitted, not under the lock `admit` takes (IRQs off), still after every
+/// earlier placement of the stream; a Flush then refused beyond IRD (D-08) wrote back bytes
+/// for nothing, which is allowed (other bytes MAY be flushed, FLUSH-05). A write-back that
+/// fails (the region went away meanwhile) is a Flush that cannot be performed (FLUSH-06,
+/// 0/2/FF). The device counts the Flushes executed and the bytes written back
+/// ([`RsiwDevice::count_flush`]).
 fn flush_request(path: &Path, qp: &Qp<RsiwDevice>, r: &FlushRequest) -> Result<(), RxError> {
     let plan = flush_plan(r).map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
     let mut need = Rights(0);
@@ -216,23 +225,31 @@ fn flush_request(path: &Path, qp: &Qp<RsiwDevice>, r: &FlushRequest) -> Result<(
         .mem()
         .check(path.pd(), r.sink.stag, need, to, len)
         .map_err(|f| refused(AccessTarget::Flush, f))?;
+    let written = if plan.persistent {
+        Some(persist(&target, plan.scope))
+    } else {
+        None
+    };
     admit(path, || {
-        if plan.persistent {
-            persist(&target, plan.scope)
-                .map_err(|_| RxError::Term(commit_failure(), TermEcho::Ddp))?;
-        }
+        let bytes = match written {
+            Some(w) => w.map_err(|_| RxError::Term(commit_failure(), TermEcho::Ddp))?,
+            None => 0,
+        };
         mb(Full);
+        qp.device().count_flush(plan.persistent, bytes);
         Ok(InRequest::Flush)
     })
 }
 
-/// The pmem seam: writes the flushed bytes of `target` back to persistent memory (the whole
-/// cache lines covering them, `wire::commit::writeback_span`, or the whole region for
-/// [`FlushScope::Region`]) with `arch_wb_cache_pmem()`, then `pmem_wmb()`. Not implemented:
-/// no region is persistent memory (see [`flush_request`]); it fails, which the Flush reports
-/// as a failure to flush (FLUSH-06, 0/2/FF).
-fn persist(_target: &crate::mem::Placement, _scope: FlushScope) -> Result {
-    Err(EOPNOTSUPP)
+/// Writes the flushed bytes of `target` back to persistent memory: the whole cache lines
+/// covering the range, or the whole region for [`FlushScope::Region`]
+/// (`crate::mem::Placement::write_back`, `arch_wb_cache_pmem()`), then orders the write-backs
+/// ([`pmem::barrier`], `pmem_wmb()`). Returns the bytes of the cache lines written back
+/// (`wire::commit::writeback_span`).
+fn persist(target: &crate::mem::Placement, scope: FlushScope) -> Result<u64> {
+    let bytes = target.write_back(scope == FlushScope::Region)?;
+    pmem::barrier();
+    Ok(bytes)
 }
 
 /// Executes an Atomic Write Request within IRD, in stream order, and queues its response:

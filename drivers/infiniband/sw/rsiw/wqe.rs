@@ -1074,6 +1074,7 @@ mod tests {
         assert_eq!(check_sqe(&f0, 6, only(ext::VERIFY)), Err(Invalid::Opcode));
 
         // Flush: known flags, PERSISTENT or GLOBAL, each only if granted; no SGE; reserved.
+        let global = Consumer::User(ext::CQE | (ext::COMMIT & !ext::FLUSH_PERSISTENT));
         for (fl, ok) in [
             (FlushArgs::GLOBAL | FlushArgs::REGION, true),
             (0, false),
@@ -1090,7 +1091,7 @@ mod tests {
             }
             .to_sqe(&mut f);
             let want = if ok { Ok(0) } else { Err(Invalid::Field) };
-            assert_eq!(check_sqe(&f, 6, commit), want);
+            assert_eq!(check_sqe(&f, 6, global), want);
         }
         let mut f = f0;
         FlushArgs {

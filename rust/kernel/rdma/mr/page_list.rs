@@ -196,6 +196,16 @@ impl PageList {
         }
     }
 
+    /// Returns the offset of the registered mapping's first byte in its first page (0 if none
+    /// is active): where the region's bytes fall in pages, and so in cache lines.
+    pub fn active_offset(&self) -> u64 {
+        if self.on {
+            self.active.fbo
+        } else {
+            0
+        }
+    }
+
     /// Ends the registration: copies of every generation fail from now on.
     pub fn deactivate(&mut self) {
         self.on = false;
@@ -295,6 +305,19 @@ impl PageList {
             }
         })?;
         word.ok_or(EINVAL)
+    }
+
+    /// Writes back the CPU cache lines covering bytes `[off, off + len)` of the registered
+    /// mapping of generation `gen` ([`crate::mm::pmem::write_back`]). The write-backs are not
+    /// ordered: call [`crate::mm::pmem::barrier`] after the last one. Errors as
+    /// [`PageList::write`]. Does not sleep.
+    pub fn write_back(&self, gen: u64, off: u64, len: usize) -> Result {
+        self.active(gen)?.pieces(off, len, |addr, _, n| {
+            // SAFETY: By the type invariants `addr` is the kernel virtual address of `n` bytes
+            // of memory the consumer mapped and keeps mapped while the region is registered
+            // (`gen` is active); a write-back reads and writes none of them.
+            unsafe { crate::mm::pmem::write_back(addr as usize as *const u8, n) }
+        })
     }
 
     /// Stages a mapping of `buf`, with pages of `page_size` bytes, at I/O virtual address

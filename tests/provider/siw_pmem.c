@@ -1,0 +1,503 @@
+// SPDX-License-Identifier: GPL-2.0 or BSD-3-Clause
+/*
+ * RDMA Flush to persistence on persistent memory (draft-talpey-rdma-commit-02,
+ * issue 37), rsiw to rsiw through the patched siw provider:
+ *
+ *   siw_pmem server ADDR PORT DAX   registers a devdax mapping, serves one
+ *                                   connection
+ *   siw_pmem client ADDR PORT DEV   the requester; reads DEV's counters
+ *
+ * Both run in one VM (the case commit-pmem: an emulated NVDIMM, a devdax
+ * namespace, one rsiw device on a veth pair, so the client reads the
+ * responder's counters in sysfs). Checks, named after the spec map:
+ *
+ *   server:
+ *     CMT-03     a registration of DRAM with IBV_ACCESS_FLUSH_PERSISTENT
+ *                fails with EINVAL;
+ *     CMT-03     the devdax mapping (MAP_SHARED, REGION bytes) registers
+ *                with IBV_ACCESS_FLUSH_PERSISTENT | _FLUSH_GLOBAL and
+ *                remote write and read;
+ *   client, each Flush completing with IBV_WC_FLUSH, and the responder's
+ *   counters (ports/1/hw_counters: flush_executed, flush_persistent,
+ *   flush_writeback_bytes) read before and after:
+ *     FLUSH-08   a Write of W_LEN bytes at W_OFF and a Flush to persistence
+ *                of them: one persistent Flush, and the whole cache lines
+ *                covering them written back (WB_RANGE bytes);
+ *     FLUSH-02   a Flush to persistence of the whole region (IBV_FLUSH_MR)
+ *                with a garbage range: REGION bytes written back;
+ *     FLUSH-08   a Flush to global visibility only: one Flush, nothing
+ *                written back;
+ *     FLUSH-03   Writes of a second pattern and a persistent Flush in one
+ *                batch: the Flush completes after them, and a Read of the
+ *                range returns them;
+ *   server, after the client's done message: the mapping holds both
+ *   patterns, and so does a second mapping of the device.
+ *
+ * Built with the provider by tests/provider/build.sh (public headers only).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+#include <infiniband/verbs.h>
+
+#define PROG "siw_pmem"
+#include "fail.h"
+
+#define REGION (4UL << 20) /* two devdax alignments of 2 MiB */
+#define LINE 64
+#define W_OFF (4096 + 30) /* not line-aligned: 30..130 of a page */
+#define W_LEN 100
+#define WB_RANGE 192 /* the lines of [W_OFF, W_OFF + W_LEN): 0..192 */
+#define W2_OFF (REGION - 8192 - 5)
+#define W2_LEN 3000
+
+struct info {
+	uint64_t addr;
+	uint64_t len;
+	uint32_t rkey;
+	uint32_t pad;
+};
+
+struct done {
+	char tag[8]; /* "done" */
+};
+
+static uint8_t pattern(uint64_t off, int which)
+{
+	return (uint8_t)(off * 7 + 3 + which * 101);
+}
+
+static struct rdma_addrinfo *addrinfo(const char *addr, const char *port,
+				      int passive)
+{
+	struct rdma_addrinfo hints = {}, *res;
+
+	hints.ai_port_space = RDMA_PS_TCP;
+	if (passive)
+		hints.ai_flags = RAI_PASSIVE;
+	if (rdma_getaddrinfo(addr, port, &hints, &res))
+		fail("rdma_getaddrinfo: %m");
+	return res;
+}
+
+static struct rdma_conn_param param(void)
+{
+	struct rdma_conn_param p = {};
+
+	p.responder_resources = 4;
+	p.initiator_depth = 4;
+	return p;
+}
+
+static void pass(const char *check, const char *what)
+{
+	printf(PROG " %s: PASS %s: %s\n", role, check, what);
+}
+
+/* Whether the mapping holds the client's two patterns */
+static void check_data(const uint8_t *m, const char *what)
+{
+	uint64_t i;
+
+	for (i = 0; i < W_LEN; i++)
+		if (m[W_OFF + i] != pattern(i, 0))
+			fail("%s: byte %" PRIu64 " of the first Write is %#x", what,
+			     i, m[W_OFF + i]);
+	for (i = 0; i < W2_LEN; i++)
+		if (m[W2_OFF + i] != pattern(i, 1))
+			fail("%s: byte %" PRIu64 " of the second Writes is %#x",
+			     what, i, m[W2_OFF + i]);
+}
+
+static int server(const char *addr, const char *port, const char *dax)
+{
+	struct rdma_addrinfo *res = addrinfo(addr, port, 1);
+	struct ibv_qp_init_attr attr = {};
+	struct rdma_cm_id *lid, *id;
+	struct ibv_mr *mr, *dmr, *rmr, *imr;
+	struct rdma_conn_param p = param();
+	struct done d = {};
+	struct info info;
+	struct ibv_wc wc;
+	uint8_t *m, *m2, *dram;
+	int fd, n, access;
+
+	fd = open(dax, O_RDWR);
+	if (fd < 0)
+		fail("open %s: %m", dax);
+	m = mmap(NULL, REGION, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		fail("mmap %s: %m", dax);
+	memset(m, 0, REGION);
+
+	attr.cap.max_send_wr = 4;
+	attr.cap.max_recv_wr = 4;
+	attr.cap.max_send_sge = 1;
+	attr.cap.max_recv_sge = 1;
+	attr.qp_type = IBV_QPT_RC;
+	attr.sq_sig_all = 1;
+	if (rdma_create_ep(&lid, res, NULL, &attr))
+		fail("rdma_create_ep: %m");
+	rdma_freeaddrinfo(res);
+	if (rdma_listen(lid, 1))
+		fail("rdma_listen: %m");
+	printf(PROG " server: listening\n");
+	if (rdma_get_request(lid, &id))
+		fail("rdma_get_request: %m");
+
+	access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_FLUSH_GLOBAL |
+		 IBV_ACCESS_FLUSH_PERSISTENT;
+	/* CMT-03: DRAM is not persistent memory */
+	dram = aligned_alloc(4096, 65536);
+	if (!dram)
+		fail("aligned_alloc");
+	memset(dram, 1, 65536);
+	errno = 0;
+	dmr = ibv_reg_mr(id->pd, dram, 65536, access);
+	if (dmr)
+		fail("CMT-03: DRAM registered with IBV_ACCESS_FLUSH_PERSISTENT");
+	if (errno != EINVAL)
+		fail("CMT-03: DRAM with IBV_ACCESS_FLUSH_PERSISTENT: %m, expected EINVAL");
+	pass("CMT-03", "DRAM with IBV_ACCESS_FLUSH_PERSISTENT: EINVAL");
+	mr = ibv_reg_mr(id->pd, m, REGION, access);
+	if (!mr)
+		fail("CMT-03: devdax with IBV_ACCESS_FLUSH_PERSISTENT: %m");
+	pass("CMT-03", "devdax with IBV_ACCESS_FLUSH_PERSISTENT registered");
+
+	rmr = rdma_reg_msgs(id, &d, sizeof(d));
+	info = (struct info){ (uintptr_t)m, REGION, mr->rkey, 0 };
+	imr = rdma_reg_msgs(id, &info, sizeof(info));
+	if (!rmr || !imr)
+		fail("rdma_reg_msgs: %m");
+	if (rdma_post_recv(id, NULL, &d, sizeof(d), rmr))
+		fail("rdma_post_recv: %m");
+	if (rdma_accept(id, &p))
+		fail("rdma_accept: %m");
+	if (rdma_post_send(id, NULL, &info, sizeof(info), imr, 0))
+		fail("rdma_post_send: %m");
+	n = rdma_get_send_comp(id, &wc);
+	if (n != 1 || wc.status != IBV_WC_SUCCESS)
+		fail("sending the region's key: %d %s", n,
+		     n == 1 ? ibv_wc_status_str(wc.status) : "");
+	n = rdma_get_recv_comp(id, &wc);
+	if (n != 1 || wc.status != IBV_WC_SUCCESS || memcmp(d.tag, "done", 5))
+		fail("no done message: %d %s", n,
+		     n == 1 ? ibv_wc_status_str(wc.status) : "");
+	check_data(m, "the registered mapping");
+	/* A mapping of its own sees the same persistent memory */
+	m2 = mmap(NULL, REGION, PROT_READ, MAP_SHARED, fd, 0);
+	if (m2 == MAP_FAILED)
+		fail("second mmap of %s: %m", dax);
+	check_data(m2, "a second mapping");
+	pass("FLUSH-03", "the devdax memory holds every Write");
+	rdma_disconnect(id);
+	rdma_dereg_mr(imr);
+	rdma_dereg_mr(rmr);
+	ibv_dereg_mr(mr);
+	rdma_destroy_ep(id);
+	rdma_destroy_ep(lid);
+	munmap(m2, REGION);
+	munmap(m, REGION);
+	close(fd);
+	printf(PROG " server: all checks passed\n");
+	return 0;
+}
+
+/* --- the client ------------------------------------------------------------ */
+
+struct counters {
+	uint64_t executed, persistent, bytes;
+};
+
+static const char *dev_name;
+
+static uint64_t counter(const char *name)
+{
+	char path[256];
+	unsigned long long v;
+	FILE *f;
+
+	snprintf(path, sizeof(path),
+		 "/sys/class/infiniband/%s/ports/1/hw_counters/%s", dev_name, name);
+	f = fopen(path, "r");
+	if (!f)
+		fail("%s: %m", path);
+	if (fscanf(f, "%llu", &v) != 1)
+		fail("%s: no number", path);
+	fclose(f);
+	return v;
+}
+
+/* ib_core caches the counters for 10 ms: read them after that */
+static struct counters read_counters(void)
+{
+	struct counters c;
+
+	poll(NULL, 0, 50);
+	c.executed = counter("flush_executed");
+	c.persistent = counter("flush_persistent");
+	c.bytes = counter("flush_writeback_bytes");
+	return c;
+}
+
+static void expect_delta(const char *check, struct counters a,
+			 struct counters b, uint64_t executed,
+			 uint64_t persistent, uint64_t bytes)
+{
+	if (b.executed - a.executed != executed ||
+	    b.persistent - a.persistent != persistent ||
+	    b.bytes - a.bytes != bytes)
+		fail("%s: counters moved by %" PRIu64 " Flushes, %" PRIu64
+		     " persistent, %" PRIu64 " bytes written back; expected %" PRIu64
+		     ", %" PRIu64 ", %" PRIu64,
+		     check, b.executed - a.executed, b.persistent - a.persistent,
+		     b.bytes - a.bytes, executed, persistent, bytes);
+}
+
+struct conn {
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_qp_ex *qpx;
+	struct ibv_mr *mr;
+	struct info info;
+	struct {
+		struct info info;
+		uint8_t w[W_LEN];
+		uint8_t w2[W2_LEN];
+		uint8_t back[W2_LEN];
+		struct done done;
+	} *b;
+};
+
+static void poll_wc(struct conn *c, struct ibv_wc *wc)
+{
+	time_t end = time(NULL) + 30;
+	int n;
+
+	while ((n = ibv_poll_cq(c->cq, 1, wc)) == 0) {
+		if (time(NULL) > end)
+			fail("no completion in 30 s");
+		poll(NULL, 0, 1);
+	}
+	if (n < 0)
+		fail("ibv_poll_cq: %d", n);
+}
+
+static void expect(struct conn *c, const char *check, uint64_t wr_id,
+		   int opcode)
+{
+	struct ibv_wc wc;
+
+	poll_wc(c, &wc);
+	if (wc.wr_id != wr_id || wc.status != IBV_WC_SUCCESS ||
+	    (int)wc.opcode != opcode)
+		fail("%s: completion %" PRIu64 " opcode %d status %s; expected %" PRIu64
+		     " opcode %d, success",
+		     check, wc.wr_id, wc.opcode, ibv_wc_status_str(wc.status),
+		     wr_id, opcode);
+}
+
+static void wr(struct conn *c, uint64_t id)
+{
+	c->qpx->wr_id = id;
+	c->qpx->wr_flags = IBV_SEND_SIGNALED;
+}
+
+static void complete(struct conn *c, const char *check)
+{
+	int rv = ibv_wr_complete(c->qpx);
+
+	if (rv)
+		fail("%s: ibv_wr_complete: %s", check, strerror(rv));
+}
+
+static void conn_open(struct conn *c, const char *addr, const char *port)
+{
+	struct rdma_addrinfo *res = addrinfo(addr, port, 0);
+	struct rdma_conn_param p = param();
+	struct ibv_qp_init_attr_ex qa = {};
+	struct ibv_sge sge;
+	struct ibv_recv_wr rwr = {}, *bad;
+	struct ibv_wc wc;
+
+	memset(c, 0, sizeof(*c));
+	if (rdma_create_ep(&c->id, res, NULL, NULL))
+		fail("rdma_create_ep: %m");
+	rdma_freeaddrinfo(res);
+	c->pd = ibv_alloc_pd(c->id->verbs);
+	c->cq = ibv_create_cq(c->id->verbs, 32, NULL, NULL, 0);
+	if (!c->pd || !c->cq)
+		fail("ibv_alloc_pd/ibv_create_cq: %m");
+	qa.send_cq = c->cq;
+	qa.recv_cq = c->cq;
+	qa.cap.max_send_wr = 16;
+	qa.cap.max_recv_wr = 4;
+	qa.cap.max_send_sge = 1;
+	qa.cap.max_recv_sge = 1;
+	qa.qp_type = IBV_QPT_RC;
+	qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	qa.pd = c->pd;
+	qa.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
+			    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_FLUSH;
+	c->qp = ibv_create_qp_ex(c->id->verbs, &qa);
+	if (!c->qp)
+		fail("ibv_create_qp_ex with Flush: %m");
+	c->qpx = ibv_qp_to_qp_ex(c->qp);
+	if (!c->qpx)
+		fail("no ibv_qp_ex");
+	c->id->qp = c->qp;
+	c->b = calloc(1, sizeof(*c->b));
+	if (!c->b)
+		fail("calloc");
+	c->mr = ibv_reg_mr(c->pd, c->b, sizeof(*c->b), IBV_ACCESS_LOCAL_WRITE);
+	if (!c->mr)
+		fail("ibv_reg_mr: %m");
+	sge = (struct ibv_sge){ (uintptr_t)&c->b->info, sizeof(c->b->info),
+				c->mr->lkey };
+	rwr.wr_id = 100;
+	rwr.sg_list = &sge;
+	rwr.num_sge = 1;
+	if (ibv_post_recv(c->qp, &rwr, &bad))
+		fail("ibv_post_recv: %m");
+	if (rdma_connect(c->id, &p))
+		fail("rdma_connect: %m");
+	poll_wc(c, &wc);
+	if (wc.wr_id != 100 || wc.status != IBV_WC_SUCCESS ||
+	    wc.byte_len != sizeof(c->b->info))
+		fail("the server's key: %s, %u bytes",
+		     ibv_wc_status_str(wc.status), wc.byte_len);
+	c->info = c->b->info;
+	if (c->info.len != REGION)
+		fail("the server's region has %" PRIu64 " bytes", c->info.len);
+}
+
+static int client(const char *addr, const char *port, const char *dev)
+{
+	struct counters a, b;
+	struct conn c;
+	uint64_t i;
+
+	dev_name = dev;
+	conn_open(&c, addr, port);
+	for (i = 0; i < W_LEN; i++)
+		c.b->w[i] = pattern(i, 0);
+	for (i = 0; i < W2_LEN; i++)
+		c.b->w2[i] = pattern(i, 1);
+
+	/* A Write, then a Flush to persistence of its bytes */
+	a = read_counters();
+	ibv_wr_start(c.qpx);
+	wr(&c, 1);
+	ibv_wr_rdma_write(c.qpx, c.info.rkey, c.info.addr + W_OFF);
+	ibv_wr_set_sge(c.qpx, c.mr->lkey, (uintptr_t)c.b->w, W_LEN);
+	wr(&c, 2);
+	ibv_wr_flush(c.qpx, c.info.rkey, c.info.addr + W_OFF, W_LEN,
+		     IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
+	complete(&c, "FLUSH-08");
+	expect(&c, "FLUSH-08", 1, IBV_WC_RDMA_WRITE);
+	expect(&c, "FLUSH-08", 2, IBV_WC_FLUSH);
+	b = read_counters();
+	expect_delta("FLUSH-08", a, b, 1, 1, WB_RANGE);
+	pass("FLUSH-08", "Write, Flush to persistence of 100 bytes: their 3 cache lines written back");
+
+	/* The whole region, the range ignored */
+	a = b;
+	ibv_wr_start(c.qpx);
+	wr(&c, 3);
+	ibv_wr_flush(c.qpx, c.info.rkey, 0xdead0000beefULL, 17,
+		     IBV_FLUSH_PERSISTENT, IBV_FLUSH_MR);
+	complete(&c, "FLUSH-02");
+	expect(&c, "FLUSH-02", 3, IBV_WC_FLUSH);
+	b = read_counters();
+	expect_delta("FLUSH-02", a, b, 1, 1, REGION);
+	pass("FLUSH-02", "Flush to persistence of the whole region: all of it written back");
+
+	/* Global visibility only: nothing written back */
+	a = b;
+	ibv_wr_start(c.qpx);
+	wr(&c, 4);
+	ibv_wr_flush(c.qpx, c.info.rkey, c.info.addr + W_OFF, W_LEN,
+		     IBV_FLUSH_GLOBAL, IBV_FLUSH_RANGE);
+	complete(&c, "FLUSH-08");
+	expect(&c, "FLUSH-08", 4, IBV_WC_FLUSH);
+	b = read_counters();
+	expect_delta("FLUSH-08", a, b, 1, 0, 0);
+	pass("FLUSH-08", "Flush to global visibility: nothing written back");
+
+	/* Writes and a persistent Flush in one batch, then a Read */
+	a = b;
+	ibv_wr_start(c.qpx);
+	wr(&c, 5);
+	ibv_wr_rdma_write(c.qpx, c.info.rkey, c.info.addr + W2_OFF);
+	ibv_wr_set_sge(c.qpx, c.mr->lkey, (uintptr_t)c.b->w2, W2_LEN / 2);
+	wr(&c, 6);
+	ibv_wr_rdma_write(c.qpx, c.info.rkey, c.info.addr + W2_OFF + W2_LEN / 2);
+	ibv_wr_set_sge(c.qpx, c.mr->lkey, (uintptr_t)c.b->w2 + W2_LEN / 2,
+		       W2_LEN - W2_LEN / 2);
+	wr(&c, 7);
+	ibv_wr_flush(c.qpx, c.info.rkey, c.info.addr + W2_OFF, W2_LEN,
+		     IBV_FLUSH_PERSISTENT | IBV_FLUSH_GLOBAL, IBV_FLUSH_RANGE);
+	wr(&c, 8);
+	ibv_wr_rdma_read(c.qpx, c.info.rkey, c.info.addr + W2_OFF);
+	ibv_wr_set_sge(c.qpx, c.mr->lkey, (uintptr_t)c.b->back, W2_LEN);
+	complete(&c, "FLUSH-03");
+	expect(&c, "FLUSH-03", 5, IBV_WC_RDMA_WRITE);
+	expect(&c, "FLUSH-03", 6, IBV_WC_RDMA_WRITE);
+	expect(&c, "FLUSH-03", 7, IBV_WC_FLUSH);
+	expect(&c, "FLUSH-03", 8, IBV_WC_RDMA_READ);
+	if (memcmp(c.b->back, c.b->w2, W2_LEN))
+		fail("FLUSH-03: the Read does not return the Writes");
+	b = read_counters();
+	/* W2_OFF is 5 bytes before a page boundary, 59 bytes into its line */
+	expect_delta("FLUSH-03", a, b, 1, 1,
+		     ((W2_OFF + W2_LEN + LINE - 1) / LINE - W2_OFF / LINE) * LINE);
+	pass("FLUSH-03", "Writes, a Flush to persistence and a Read in one batch, in order");
+
+	/* The done message: the server checks its memory */
+	memcpy(c.b->done.tag, "done", 5);
+	ibv_wr_start(c.qpx);
+	wr(&c, 9);
+	ibv_wr_send(c.qpx);
+	ibv_wr_set_sge(c.qpx, c.mr->lkey, (uintptr_t)&c.b->done, sizeof(c.b->done));
+	complete(&c, "done");
+	expect(&c, "done", 9, IBV_WC_SEND);
+	/* The server disconnects once it has checked its memory */
+	rdma_disconnect(c.id);
+	c.id->qp = NULL;
+	ibv_destroy_qp(c.qp);
+	ibv_dereg_mr(c.mr);
+	ibv_destroy_cq(c.cq);
+	ibv_dealloc_pd(c.pd);
+	rdma_destroy_ep(c.id);
+	free(c.b);
+	printf(PROG " client: all checks passed\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 5 && !strcmp(argv[1], "server")) {
+		role = "server";
+		return server(argv[2], argv[3], argv[4]);
+	}
+	if (argc == 5 && !strcmp(argv[1], "client")) {
+		role = "client";
+		return client(argv[2], argv[3], argv[4]);
+	}
+	fprintf(stderr, "usage: %s server ADDR PORT DAX | client ADDR PORT DEV\n",
+		argv[0]);
+	return 2;
+}

@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# blktests in the guest, for the blktests-* VM cases (source after lib.sh).
+#
+# The case's prepare= script (tests/vm/blktests-prepare.sh) put the pinned,
+# unmodified blktests with its C helpers built into the run directory. Each
+# VM copies it to a tmpfs of its own, adapts that copy to its driver
+# (tests/vm/py/blktests.py adapt: start_soft_rdma loads $RSIW_DRIVER, the
+# rnbd/ group is open to it), writes its config (NVMET_TRTYPES=rdma) and
+# runs the tests one ./check at a time, each under a time limit, so that a
+# hung test costs its own result and not the whole table.
+#
+#   blktests_case GROUP_OR_TEST...   the whole case: VM a runs rsiw, VM b
+#                                    siw, in identical guests; a prints the
+#                                    table and fails on a regression
+#
+# RSIW_BT_TESTS (from the host's environment) replaces the case's list.
+#
+# Knobs (case variables, set before blktests_case):
+#   BT_TEST_TIMEOUT  seconds one test may take (default 900)
+#   BT_IMG_SIZE      NVME_IMG_SIZE (default 350m: the least nvme/012 takes)
+#   BT_TIMED         TIMEOUT, the run time of blktests' TIMED tests' fio
+#                    jobs (default 20 s; upstream runs them to the end)
+#   BT_BLKDEV_TYPES  NVMET_BLKDEV_TYPES (default "device file", upstream's)
+#   BT_PENDING       tests (or groups) whose rsiw result is shown, not
+#                    enforced (see blktests.py compare)
+#   BT_MUST_PASS     tests (or groups) that must pass on rsiw whatever siw
+#                    does
+#   BT_UDEV=1        run udevd (srp/: multipathd and the /dev/disk/by-id
+#                    links of the multipath devices)
+#
+# A VM with an emulated NVMe drive (nvme=SIZE in the case header) loads the
+# nvme driver and gives blktests /dev/nvme0n1 as its test device (TEST_DEVS).
+
+BT_SRC=/rsiw/run/blktests
+BT=/blktests
+BT_PY=/rsiw/tests/vm/py/blktests.py
+: "${BT_TEST_TIMEOUT:=900}" "${BT_IMG_SIZE:=350m}" "${BT_TIMED:=20}"
+: "${BT_BLKDEV_TYPES:=device file}" "${BT_PENDING:=}"
+export BT_MUST_PASS="${BT_MUST_PASS:-}"
+
+bt_setup() {
+	local other
+	[ -x "$BT_SRC/check" ] ||
+		skip "no blktests in the run directory (tests/vm/blktests-prepare.sh did not run)"
+	# rsiw and siw must never share a kernel: nothing in blktests may load
+	# the other one.
+	case $RSIW_DRIVER in rsiw) other=siw ;; *) other=rsiw ;; esac
+	echo "install $other /bin/false" >/etc/modprobe.d/rsiw-blktests.conf
+	mkdir -p "$BT"
+	run mount -t tmpfs -o mode=755 rsiw-blktests "$BT"
+	cp -a "$BT_SRC/." "$BT/"
+	python3 "$BT_PY" adapt "$BT" "$RSIW_DRIVER"
+	cat >"$BT/config" <<-EOF
+	# Written by tests/vm/blktests.sh for $RSIW_DRIVER.
+	NVMET_TRTYPES=rdma
+	NVMET_BLKDEV_TYPES="$BT_BLKDEV_TYPES"
+	NVME_IMG_SIZE=$BT_IMG_SIZE
+	TIMEOUT=$BT_TIMED
+	NORMAL_USER=blktests
+	EOF
+	# An unprivileged user for the tests that need one (nvme/046).
+	id blktests >/dev/null 2>&1 || useradd -M -s /bin/bash blktests
+	if [ "${RSIW_NVME:-0}" != 0 ]; then
+		# The VM's emulated NVMe drive (nvme= in the case header) is the
+		# test device of the nvme/ group's device tests.
+		run modprobe nvme
+		wait_for 60 test -b /dev/nvme0n1 || die "the emulated NVMe drive did not appear"
+		echo "TEST_DEVS=(/dev/nvme0n1)" >>"$BT/config"
+	fi
+	sed 's/^/  [config] /' "$BT/config"
+	[ -e /proc/config.gz ] || log "warning: no /proc/config.gz (CONFIG_IKCONFIG_PROC)"
+	[ "${BT_UDEV:-0}" != 1 ] || bt_udev
+}
+
+# bt_udev: start udevd (systemd's, without systemd) and replay the devices
+# that exist already, so that it sees them as a booted system would.
+bt_udev() {
+	local udevd
+	for udevd in /usr/lib/systemd/systemd-udevd /lib/systemd/systemd-udevd; do
+		[ -x "$udevd" ] && break
+	done
+	[ -x "$udevd" ] || die "no systemd-udevd in the guest root"
+	run "$udevd" --daemon
+	udevadm trigger --action=add --type=subsystems
+	udevadm trigger --action=add --type=devices
+	udevadm settle --timeout=120 || log "warning: udevadm settle timed out"
+	log "udevd running"
+}
+
+# bt_run JSON GROUP_OR_TEST...: run the tests, one ./check each, and write
+# their results to JSON.
+bt_run() {
+	local json=$1 t rc t0 line tests
+	shift
+	tests=$(python3 "$BT_PY" tests "$BT" "$@")
+	: >"$RSIW_OUT/check.log"
+	for t in $tests; do
+		t0=$EPOCHSECONDS
+		rc=0
+		(cd "$BT" && timeout -k 30 "$BT_TEST_TIMEOUT" ./check -c config -o "$BT/results" "$t") \
+			>"$RSIW_OUT/check-last.log" 2>&1 </dev/null || rc=$?
+		cat "$RSIW_OUT/check-last.log" >>"$RSIW_OUT/check.log"
+		line=$(grep -E '\[(passed|failed|not run)\]$' "$RSIW_OUT/check-last.log" |
+			sed -E 's/ +/ /g' | tr '\n' ' ')
+		[ $rc != 124 ] && [ $rc != 137 ] || line="$line (killed after $BT_TEST_TIMEOUT s)"
+		log "blktests $t: ${line:-no result (check exited $rc)} $((EPOCHSECONDS - t0)) s"
+	done
+	rm -f "$RSIW_OUT/check-last.log"
+	# Keep the results (the test images went with each test's TMPDIR).
+	cp -a "$BT/results" "$RSIW_OUT/results" 2>/dev/null || true
+	# blktests scans for leaks after each test and clears the list before
+	# the next, so the guest's final scan does not see them: show them on
+	# the console like the final scan's reports (scripts/rsiw/vm.py fails
+	# the run on them).
+	find "$BT/results" -name '*.kmemleak' -exec sed 's/^/kmemleak-report: /' {} + 2>/dev/null || true
+	python3 "$BT_PY" parse "$BT" "$RSIW_OUT/check.log" "$json" "$@"
+}
+
+blktests_case() {
+	local json other
+	# The host's RSIW_BT_TESTS (tests/vm/run passes it on) replaces the
+	# case's list: a part of a group, e.g. to split it into shorter runs.
+	if [ -n "${RSIW_BT_TESTS:-}" ]; then
+		log "blktests: RSIW_BT_TESTS replaces the case's list ($*)"
+		# shellcheck disable=SC2086 # a list of words
+		set -- $RSIW_BT_TESTS
+	fi
+	bt_setup
+	json=$RSIW_RUN/blktests-$RSIW_DRIVER-$RSIW_ROLE.json
+	bt_run "$json" "$@"
+	cp "$json" "$RSIW_OUT/"
+	publish done "$(basename "$json")"
+	if [ "$RSIW_ROLE" = a ]; then
+		other=$RSIW_RUN/$(fetch b done 14400)
+		python3 "$BT_PY" compare "$other" "$json" "$RSIW_OUT/blktests-table.txt" "$BT_PENDING" ||
+			die "blktests: tests pass on $(basename "$other" .json) but not on $RSIW_DRIVER, or failed on their kernel log (see the table)"
+	fi
+	pass
+}

@@ -1,0 +1,15 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# rsiw-test: vms=2 a=rsiw b=siw kernel=pmem smp=2 mem=2048 nvme=1G timeout=3600 long=1 prepare=tests/vm/blktests-prepare.sh
+#
+# The device tests of blktests' nvme/ group (test_device(): they need a test
+# device, TEST_DEVS) on rsiw (VM a) and on C siw (VM b), each VM with an
+# emulated 1 GiB NVMe drive (QEMU's nvme device) as /dev/nvme0n1: nvme/033
+# to 037 export it through an nvmet passthrough controller over the
+# soft-RDMA device (NVMET_TRTYPES=rdma); the others exercise the PCI NVMe
+# driver and run the same on both. The group's other tests run in
+# blktests-nvme-all, without the drive.
+. /rsiw/tests/vm/lib.sh
+. /rsiw/tests/vm/blktests.sh
+
+blktests_case dev:nvme

@@ -1,0 +1,16 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# rsiw-test: vms=2 a=rsiw b=siw kernel=pmem smp=2 mem=1536 timeout=2400 long=1 prepare=tests/vm/blktests-prepare.sh
+#
+# blktests' rnbd/ group (the RNBD client mapping a loop device that the
+# RNBD server in the same VM exports over RTRS) on rsiw (VM a) and, in an
+# identical VM, on C siw (VM b). Upstream runs it on rdma_rxe only
+# (USE_RXE=1); tests/vm/blktests.sh opens it to the driver under test. RTRS
+# sends its I/O with RDMA Write with Immediate Data, which siw does not have
+# and rsiw has (RFC 7306): both tests must pass on rsiw (BT_MUST_PASS),
+# whatever siw does.
+. /rsiw/tests/vm/lib.sh
+. /rsiw/tests/vm/blktests.sh
+
+BT_MUST_PASS="rnbd/001 rnbd/002"
+blktests_case rnbd

@@ -1,0 +1,16 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# rsiw-test: vms=2 a=rsiw b=siw kernel=pmem smp=2 mem=2048 timeout=5400 long=1 prepare=tests/vm/blktests-prepare.sh
+#
+# blktests' srp/ group (the SRP initiator ib_srp and the LIO target ib_srpt
+# in one VM, logged in over RDMA/CM on the soft-RDMA device on eth0, with
+# dm-multipath on top) on rsiw (VM a) and, in an identical VM, on C siw (VM
+# b): the table of every test on both; fails if a test passes on siw but not
+# on rsiw (tests/vm/blktests.sh). The group needs udev (multipathd and the
+# tests find the multipath devices by their /dev/disk/by-id links), which
+# the guests otherwise do without.
+. /rsiw/tests/vm/lib.sh
+. /rsiw/tests/vm/blktests.sh
+
+BT_UDEV=1
+blktests_case srp
