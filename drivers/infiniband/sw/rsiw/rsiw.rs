@@ -77,7 +77,7 @@ module! {
         },
         commit: bool {
             default: false,
-            description: "RDMA Flush (global visibility) and Atomic Write of draft-talpey-rdma-commit on devices added from now on: advertised (IB_DEVICE_FLUSH_GLOBAL, IB_DEVICE_ATOMIC_WRITE), posted by kernel ULPs, accepted from peers. Off by default: ULPs must not assume them (draft 2.4)",
+            description: "RDMA Flush (global visibility; persistence on persistent memory), Atomic Write and Verify of draft-talpey-rdma-commit on devices added from now on: advertised (IB_DEVICE_FLUSH_GLOBAL, IB_DEVICE_FLUSH_PERSISTENT, IB_DEVICE_ATOMIC_WRITE), posted by kernel ULPs (Verify: user space only), accepted from peers. Off by default: ULPs must not assume them (draft 2.4)",
         },
         fault_work_delay_ms: u32 {
             default: 0,
