@@ -15,7 +15,7 @@
  * receive SGE, every send signalled; with wr == 0 no QP (the caller creates
  * its own).
  */
-static struct rdma_cm_id *rc_endpoint(const char *addr, const char *port,
+static inline struct rdma_cm_id *rc_endpoint(const char *addr, const char *port,
 				      int passive, unsigned int wr,
 				      unsigned int send_sge)
 {
@@ -38,6 +38,32 @@ static struct rdma_cm_id *rc_endpoint(const char *addr, const char *port,
 		fail("rdma_create_ep: %m");
 	rdma_freeaddrinfo(res);
 	return id;
+}
+
+/*
+ * The end of a server's connection: disconnect, deregister the n regions of
+ * mrs, destroy the connection's endpoint and the listener's.
+ */
+static inline void rc_close(struct rdma_cm_id *id, struct rdma_cm_id *lid,
+			    struct ibv_mr **mrs, int n)
+{
+	int i;
+
+	rdma_disconnect(id);
+	for (i = 0; i < n; i++)
+		ibv_dereg_mr(mrs[i]);
+	rdma_destroy_ep(id);
+	rdma_destroy_ep(lid);
+}
+
+/* Connection parameters with an IRD and ORD of depth */
+static inline struct rdma_conn_param rc_param(unsigned char depth)
+{
+	struct rdma_conn_param p = {};
+
+	p.responder_resources = depth;
+	p.initiator_depth = depth;
+	return p;
 }
 
 #endif

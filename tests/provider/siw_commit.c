@@ -100,6 +100,7 @@
 #define PROG "siw_commit"
 #include "fail.h"
 #include "cm.h"
+#include "qpx.h"
 #ifdef SIW_COMMIT_CLIENT
 #include "ring.h"
 #endif
@@ -122,15 +123,6 @@ struct done {
 		uint64_t val;
 	} chk[NCHK];
 };
-
-static struct rdma_conn_param param(void)
-{
-	struct rdma_conn_param p = {};
-
-	p.responder_resources = 2;
-	p.initiator_depth = 2;
-	return p;
-}
 
 #ifndef SIW_COMMIT_CLIENT
 /* --- the server: plain verbs, either provider ---------------------------- */
@@ -183,7 +175,7 @@ static int server(const char *addr, const char *port)
 	memset(mem2, 0xee, MEM);
 	printf("siw_commit server: listening\n");
 	for (conn = 1; !last; conn++) {
-		struct rdma_conn_param p = param();
+		struct rdma_conn_param p = rc_param(2);
 		struct ibv_mr *mr, *mr2, *rmr, *imr;
 		struct done d[2] = {};
 		struct info info;
@@ -332,16 +324,7 @@ static void digest_of(const uint8_t *p, size_t n, uint8_t d[4])
 
 static void poll_wc(struct conn *c, struct ibv_wc *wc)
 {
-	time_t end = time(NULL) + 20;
-	int n;
-
-	while ((n = ibv_poll_cq(c->cq, 1, wc)) == 0) {
-		if (time(NULL) > end)
-			fail("no completion in 20 s");
-		poll(NULL, 0, 1);
-	}
-	if (n < 0)
-		fail("ibv_poll_cq: %d", n);
+	cq_next(c->cq, wc, 20);
 }
 
 /* The next completion must be wr_id's, with opcode and status (and byte_len, if not -1) */
@@ -367,33 +350,18 @@ static void pass(const char *check, const char *what)
 
 static void conn_open(struct conn *c, const char *addr, const char *port)
 {
-	struct rdma_conn_param p = param();
-	struct ibv_qp_init_attr_ex qa = {};
+	struct rdma_conn_param p = rc_param(2);
+	struct ibv_qp_init_attr_ex qa;
 	struct siwdv_qp_init_attr dv = {};
-	struct ibv_sge sge;
-	struct ibv_recv_wr rwr = {}, *bad;
-	struct ibv_wc wc;
 
 	memset(c, 0, sizeof(*c));
-	c->id = rc_endpoint(addr, port, 0, 0, 0);
-	c->pd = ibv_alloc_pd(c->id->verbs);
-	c->cq = ibv_create_cq(c->id->verbs, 32, NULL, NULL, 0);
-	if (!c->pd || !c->cq)
-		fail("ibv_alloc_pd/ibv_create_cq: %m");
-	qa.send_cq = c->cq;
-	qa.recv_cq = c->cq;
-	qa.cap.max_send_wr = 16;
-	qa.cap.max_recv_wr = 4;
-	qa.cap.max_send_sge = 1;
-	qa.cap.max_recv_sge = 1;
-	qa.qp_type = IBV_QPT_RC;
-	qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-	qa.pd = c->pd;
-	qa.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
+	qpx_prepare(addr, port,
+		    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
 			    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_FLUSH |
 			    IBV_QP_EX_WITH_ATOMIC_WRITE |
 			    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-			    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+			    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+		    &c->id, &c->pd, &c->cq, &qa);
 	dv.comp_mask = SIWDV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
 	dv.send_ops_flags = SIWDV_QP_EX_WITH_VERIFY;
 	c->qp = siwdv_create_qp(c->id->verbs, &qa, &dv);
@@ -403,28 +371,9 @@ static void conn_open(struct conn *c, const char *addr, const char *port)
 	c->dv = siwdv_qp_ex_from_ibv_qp_ex(c->qpx);
 	if (!c->qpx || !c->dv)
 		fail("no ibv_qp_ex or siwdv_qp_ex");
-	/* rdma_cm takes the QP through its states and connects it */
-	c->id->qp = c->qp;
-	c->b = calloc(1, sizeof(*c->b));
-	if (!c->b)
-		fail("calloc");
-	c->mr = ibv_reg_mr(c->pd, c->b, sizeof(*c->b), IBV_ACCESS_LOCAL_WRITE);
-	if (!c->mr)
-		fail("ibv_reg_mr: %m");
-	sge = (struct ibv_sge){ (uintptr_t)&c->b->info, sizeof(c->b->info),
-				c->mr->lkey };
-	rwr.wr_id = 100;
-	rwr.sg_list = &sge;
-	rwr.num_sge = 1;
-	if (ibv_post_recv(c->qp, &rwr, &bad))
-		fail("ibv_post_recv: %m");
-	if (rdma_connect(c->id, &p))
-		fail("rdma_connect: %m");
-	poll_wc(c, &wc);
-	if (wc.wr_id != 100 || wc.status != IBV_WC_SUCCESS ||
-	    wc.byte_len != sizeof(c->b->info))
-		fail("the server's keys: %s, %u bytes",
-		     ibv_wc_status_str(wc.status), wc.byte_len);
+	c->b = qpx_zalloc(sizeof(*c->b));
+	c->mr = qpx_connect(c->id, c->qp, c->pd, c->cq, c->b, sizeof(*c->b),
+			    &c->b->info, sizeof(c->b->info), &p, 20);
 	c->info = c->b->info;
 }
 
@@ -450,16 +399,12 @@ static void start(struct conn *c)
 
 static void wr(struct conn *c, uint64_t id)
 {
-	c->qpx->wr_id = id;
-	c->qpx->wr_flags = IBV_SEND_SIGNALED;
+	qpx_wr(c->qpx, id);
 }
 
 static void complete(struct conn *c, const char *check)
 {
-	int rv = ibv_wr_complete(c->qpx);
-
-	if (rv)
-		fail("%s: ibv_wr_complete: %s", check, strerror(rv));
+	qpx_complete(c->qpx, check);
 }
 
 static void wr_write(struct conn *c, uint64_t id, uint32_t off)

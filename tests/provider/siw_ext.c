@@ -75,15 +75,6 @@ static const uint8_t wdata[16] = "0123456789abcdef";
 static const uint8_t sdata[8] = { 's', 'e', 'n', 'd', 'i', 'm', 'm', '!' };
 static const uint8_t ddata[8] = { 's', 'i', 'w', '_', 'e', 'x', 't', '!' };
 
-static struct rdma_conn_param param(void)
-{
-	struct rdma_conn_param p = {};
-
-	p.responder_resources = 1;
-	p.initiator_depth = 1;
-	return p;
-}
-
 static void recv_wc(struct rdma_cm_id *id, struct ibv_wc *wc)
 {
 	int n = rdma_get_recv_comp(id, wc);
@@ -136,7 +127,7 @@ static void expect_recv(struct rdma_cm_id *id, enum ibv_wc_opcode opcode,
 static int server(const char *addr, const char *port, int target)
 {
 	struct rdma_cm_id *lid, *id;
-	struct rdma_conn_param p = param();
+	struct rdma_conn_param p = rc_param(1);
 	struct ibv_mr *mr, *rmr, *imr;
 	uint8_t *mem, rbuf[8][16] = {};
 	struct info info;
@@ -222,12 +213,7 @@ static int server(const char *addr, const char *port, int target)
 	printf("siw_ext server: %s client: all completions, the word (%#" PRIx64
 	       ") and the data as expected\n",
 	       legacy ? "legacy" : "extended", word);
-	rdma_disconnect(id);
-	rdma_dereg_mr(imr);
-	rdma_dereg_mr(rmr);
-	ibv_dereg_mr(mr);
-	rdma_destroy_ep(id);
-	rdma_destroy_ep(lid);
+	rc_close(id, lid, (struct ibv_mr *[]){ imr, rmr, mr }, 3);
 	free(mem);
 	return 0;
 }
@@ -272,7 +258,7 @@ static void atomic(struct rdma_cm_id *id, struct ibv_mr *mr, uint64_t *res,
 static int client(const char *addr, const char *port, int legacy,
 		  int imm_to_legacy)
 {
-	struct rdma_conn_param p = param();
+	struct rdma_conn_param p = rc_param(1);
 	struct rdma_cm_id *id = rc_endpoint(addr, port, 0, 16, 1);
 	struct ibv_mr *mr;
 	struct {

@@ -89,19 +89,10 @@ static const struct hcase cases[] = {
 
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
-static struct rdma_conn_param param(void)
-{
-	struct rdma_conn_param p = {};
-
-	p.responder_resources = 1;
-	p.initiator_depth = 1;
-	return p;
-}
-
 static int server(const char *addr, const char *port)
 {
 	struct rdma_cm_id *lid = rc_endpoint(addr, port, 1, 4, 6), *id;
-	struct rdma_conn_param p = param();
+	struct rdma_conn_param p = rc_param(1);
 	struct rdma_cm_event *ev;
 	unsigned int i;
 
@@ -129,7 +120,7 @@ static int server(const char *addr, const char *port)
 static void one(const char *addr, const char *port, unsigned int i)
 {
 	const struct hcase *c = &cases[i];
-	struct rdma_conn_param p = param();
+	struct rdma_conn_param p = rc_param(1);
 	struct rdma_cm_id *id = rc_endpoint(addr, port, 0, 4, 6);
 	struct siw_context *ctx;
 	struct siw_qp *qp;

@@ -51,6 +51,8 @@
 
 #define PROG "siw_pmem"
 #include "fail.h"
+#include "cm.h"
+#include "qpx.h"
 
 #define REGION (4UL << 20) /* two devdax alignments of 2 MiB */
 #define LINE 64
@@ -76,28 +78,6 @@ static uint8_t pattern(uint64_t off, int which)
 	return (uint8_t)(off * 7 + 3 + which * 101);
 }
 
-static struct rdma_addrinfo *addrinfo(const char *addr, const char *port,
-				      int passive)
-{
-	struct rdma_addrinfo hints = {}, *res;
-
-	hints.ai_port_space = RDMA_PS_TCP;
-	if (passive)
-		hints.ai_flags = RAI_PASSIVE;
-	if (rdma_getaddrinfo(addr, port, &hints, &res))
-		fail("rdma_getaddrinfo: %m");
-	return res;
-}
-
-static struct rdma_conn_param param(void)
-{
-	struct rdma_conn_param p = {};
-
-	p.responder_resources = 4;
-	p.initiator_depth = 4;
-	return p;
-}
-
 static void pass(const char *check, const char *what)
 {
 	printf(PROG " %s: PASS %s: %s\n", role, check, what);
@@ -120,11 +100,9 @@ static void check_data(const uint8_t *m, const char *what)
 
 static int server(const char *addr, const char *port, const char *dax)
 {
-	struct rdma_addrinfo *res = addrinfo(addr, port, 1);
-	struct ibv_qp_init_attr attr = {};
 	struct rdma_cm_id *lid, *id;
 	struct ibv_mr *mr, *dmr, *rmr, *imr;
-	struct rdma_conn_param p = param();
+	struct rdma_conn_param p = rc_param(4);
 	struct done d = {};
 	struct info info;
 	struct ibv_wc wc;
@@ -139,15 +117,7 @@ static int server(const char *addr, const char *port, const char *dax)
 		fail("mmap %s: %m", dax);
 	memset(m, 0, REGION);
 
-	attr.cap.max_send_wr = 4;
-	attr.cap.max_recv_wr = 4;
-	attr.cap.max_send_sge = 1;
-	attr.cap.max_recv_sge = 1;
-	attr.qp_type = IBV_QPT_RC;
-	attr.sq_sig_all = 1;
-	if (rdma_create_ep(&lid, res, NULL, &attr))
-		fail("rdma_create_ep: %m");
-	rdma_freeaddrinfo(res);
+	lid = rc_endpoint(addr, port, 1, 4, 1);
 	if (rdma_listen(lid, 1))
 		fail("rdma_listen: %m");
 	printf(PROG " server: listening\n");
@@ -200,12 +170,7 @@ static int server(const char *addr, const char *port, const char *dax)
 		fail("second mmap of %s: %m", dax);
 	check_data(m2, "a second mapping");
 	pass("FLUSH-03", "the devdax memory holds every Write");
-	rdma_disconnect(id);
-	rdma_dereg_mr(imr);
-	rdma_dereg_mr(rmr);
-	ibv_dereg_mr(mr);
-	rdma_destroy_ep(id);
-	rdma_destroy_ep(lid);
+	rc_close(id, lid, (struct ibv_mr *[]){ imr, rmr, mr }, 3);
 	munmap(m2, REGION);
 	munmap(m, REGION);
 	close(fd);
@@ -283,16 +248,7 @@ struct conn {
 
 static void poll_wc(struct conn *c, struct ibv_wc *wc)
 {
-	time_t end = time(NULL) + 30;
-	int n;
-
-	while ((n = ibv_poll_cq(c->cq, 1, wc)) == 0) {
-		if (time(NULL) > end)
-			fail("no completion in 30 s");
-		poll(NULL, 0, 1);
-	}
-	if (n < 0)
-		fail("ibv_poll_cq: %d", n);
+	cq_next(c->cq, wc, 30);
 }
 
 static void expect(struct conn *c, const char *check, uint64_t wr_id,
@@ -311,73 +267,33 @@ static void expect(struct conn *c, const char *check, uint64_t wr_id,
 
 static void wr(struct conn *c, uint64_t id)
 {
-	c->qpx->wr_id = id;
-	c->qpx->wr_flags = IBV_SEND_SIGNALED;
+	qpx_wr(c->qpx, id);
 }
 
 static void complete(struct conn *c, const char *check)
 {
-	int rv = ibv_wr_complete(c->qpx);
-
-	if (rv)
-		fail("%s: ibv_wr_complete: %s", check, strerror(rv));
+	qpx_complete(c->qpx, check);
 }
 
 static void conn_open(struct conn *c, const char *addr, const char *port)
 {
-	struct rdma_addrinfo *res = addrinfo(addr, port, 0);
-	struct rdma_conn_param p = param();
-	struct ibv_qp_init_attr_ex qa = {};
-	struct ibv_sge sge;
-	struct ibv_recv_wr rwr = {}, *bad;
-	struct ibv_wc wc;
+	struct rdma_conn_param p = rc_param(4);
+	struct ibv_qp_init_attr_ex qa;
 
 	memset(c, 0, sizeof(*c));
-	if (rdma_create_ep(&c->id, res, NULL, NULL))
-		fail("rdma_create_ep: %m");
-	rdma_freeaddrinfo(res);
-	c->pd = ibv_alloc_pd(c->id->verbs);
-	c->cq = ibv_create_cq(c->id->verbs, 32, NULL, NULL, 0);
-	if (!c->pd || !c->cq)
-		fail("ibv_alloc_pd/ibv_create_cq: %m");
-	qa.send_cq = c->cq;
-	qa.recv_cq = c->cq;
-	qa.cap.max_send_wr = 16;
-	qa.cap.max_recv_wr = 4;
-	qa.cap.max_send_sge = 1;
-	qa.cap.max_recv_sge = 1;
-	qa.qp_type = IBV_QPT_RC;
-	qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-	qa.pd = c->pd;
-	qa.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
-			    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_FLUSH;
+	qpx_prepare(addr, port,
+		    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
+			    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_FLUSH,
+		    &c->id, &c->pd, &c->cq, &qa);
 	c->qp = ibv_create_qp_ex(c->id->verbs, &qa);
 	if (!c->qp)
 		fail("ibv_create_qp_ex with Flush: %m");
 	c->qpx = ibv_qp_to_qp_ex(c->qp);
 	if (!c->qpx)
 		fail("no ibv_qp_ex");
-	c->id->qp = c->qp;
-	c->b = calloc(1, sizeof(*c->b));
-	if (!c->b)
-		fail("calloc");
-	c->mr = ibv_reg_mr(c->pd, c->b, sizeof(*c->b), IBV_ACCESS_LOCAL_WRITE);
-	if (!c->mr)
-		fail("ibv_reg_mr: %m");
-	sge = (struct ibv_sge){ (uintptr_t)&c->b->info, sizeof(c->b->info),
-				c->mr->lkey };
-	rwr.wr_id = 100;
-	rwr.sg_list = &sge;
-	rwr.num_sge = 1;
-	if (ibv_post_recv(c->qp, &rwr, &bad))
-		fail("ibv_post_recv: %m");
-	if (rdma_connect(c->id, &p))
-		fail("rdma_connect: %m");
-	poll_wc(c, &wc);
-	if (wc.wr_id != 100 || wc.status != IBV_WC_SUCCESS ||
-	    wc.byte_len != sizeof(c->b->info))
-		fail("the server's key: %s, %u bytes",
-		     ibv_wc_status_str(wc.status), wc.byte_len);
+	c->b = qpx_zalloc(sizeof(*c->b));
+	c->mr = qpx_connect(c->id, c->qp, c->pd, c->cq, c->b, sizeof(*c->b),
+			    &c->b->info, sizeof(c->b->info), &p, 30);
 	c->info = c->b->info;
 	if (c->info.len != REGION)
 		fail("the server's region has %" PRIu64 " bytes", c->info.len);
