@@ -129,12 +129,7 @@ blktests_case() {
 	bt_setup
 	json=$RSIW_RUN/blktests-$RSIW_DRIVER-$RSIW_ROLE.json
 	bt_run "$json" "$@"
-	cp "$json" "$RSIW_OUT/"
-	publish done "$(basename "$json")"
-	if [ "$RSIW_ROLE" = a ]; then
-		other=$RSIW_RUN/$(fetch b done 14400)
-		python3 "$BT_PY" compare "$other" "$json" "$RSIW_OUT/blktests-table.txt" "$BT_PENDING" ||
-			die "blktests: tests pass on $(basename "$other" .json) but not on $RSIW_DRIVER, or failed on their kernel log (see the table)"
-	fi
+	compare_peer "$BT_PY" "$json" "$RSIW_OUT/blktests-table.txt" "$BT_PENDING" 14400 \
+		"blktests: " ", or failed on their kernel log"
 	pass
 }

@@ -250,6 +250,33 @@ peer_link_up() {
 	wait_peer 30
 }
 
+# compare_peer PY JSON TABLE PENDING SECONDS [PREFIX] [SUFFIX]: the end of a
+# case that runs a suite on both VMs: this VM's results (JSON) kept and
+# published; VM a waits up to SECONDS for b's and runs
+# "PY compare B A TABLE PENDING", which fails when a test passes on b's driver
+# but not on a's (SUFFIX: what else makes it fail).
+compare_peer() {
+	local py=$1 json=$2 table=$3 pending=$4 t=$5 prefix=${6:-} suffix=${7:-} other
+	cp "$json" "$RSIW_OUT/"
+	publish done "$(basename "$json")"
+	[ "$RSIW_ROLE" = a ] || return 0
+	other=$RSIW_RUN/$(fetch b done "$t")
+	python3 "$py" compare "$other" "$json" "$table" "$pending" ||
+		die "${prefix}tests pass on $(basename "$other" .json) but not on $RSIW_DRIVER$suffix (see the table)"
+}
+
+# veth_server SCRIPT PORT LOG: rsiw on veth0 (10.77.0.1) of a local veth
+# pair, and "python3 SCRIPT server 10.77.0.1 PORT" in the background (its
+# output in LOG, its PID in $srv), listening.
+veth_server() {
+	veth_pair veth0 veth1
+	run ip addr add 10.77.0.1/24 dev veth0
+	rsiw_up veth0
+	python3 "$1" server 10.77.0.1 "$2" >"$3" 2>&1 &
+	srv=$!
+	wait_listen "$2" 30
+}
+
 # barrier NAME [SECONDS]: wait until every VM of the test reached NAME. It uses
 # files in the run directory shared by all VMs, not the link under test.
 barrier() {

@@ -20,12 +20,7 @@ cap=128
 n=1500
 [ "${RSIW_LONG:-0}" != 1 ] || n=10000
 run modprobe rsiw max_mpa_pending=$cap
-veth_pair veth0 veth1
-run ip addr add 10.77.0.1/24 dev veth0
-rsiw_up veth0
-python3 /rsiw/tests/vm/py/passive_flood.py server 10.77.0.1 $port >"$RSIW_OUT/server.log" 2>&1 &
-srv=$!
-wait_listen $port 30
+veth_server /rsiw/tests/vm/py/passive_flood.py $port "$RSIW_OUT/server.log"
 rc=0
 run python3 /rsiw/tests/vm/py/passive_flood.py client 10.77.0.1 $port $n $cap 32 || rc=$?
 kill "$srv" 2>/dev/null || true

@@ -33,13 +33,6 @@ rsiw_up veth0
 json=$RSIW_RUN/pyverbs-$RSIW_DRIVER-$RSIW_ROLE.json
 python3 "$PY" run "$DEV" "$SUITE" "$json" >"$RSIW_OUT/pyverbs.log" 2>&1
 [ -s "$json" ] || { tail -30 "$RSIW_OUT/pyverbs.log"; die "the pyverbs suite did not complete"; }
-cp "$json" "$RSIW_OUT/"
 grep "^pyverbs on" "$RSIW_OUT/pyverbs.log"
-publish done "$(basename "$json")"
-
-if [ "$RSIW_ROLE" = a ]; then
-	other=$RSIW_RUN/$(fetch b done 600)
-	python3 "$PY" compare "$other" "$json" "$RSIW_OUT/pyverbs-table.txt" "$PENDING" ||
-		die "tests pass on $(basename "$other" .json) but not on $RSIW_DRIVER (see the table)"
-fi
+compare_peer "$PY" "$json" "$RSIW_OUT/pyverbs-table.txt" "$PENDING" 600
 pass

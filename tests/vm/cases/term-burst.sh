@@ -12,12 +12,7 @@
 
 port=7430
 load_driver
-veth_pair veth0 veth1
-run ip addr add 10.77.0.1/24 dev veth0
-rsiw_up veth0
-python3 /rsiw/tests/vm/py/term_burst.py server 10.77.0.1 $port >"$RSIW_OUT/term_burst.log" 2>&1 &
-srv=$!
-wait_listen $port 30
+veth_server /rsiw/tests/vm/py/term_burst.py $port "$RSIW_OUT/term_burst.log"
 rc=0
 run python3 /rsiw/tests/vm/py/term_burst.py client 10.77.0.1 $port || rc=$?
 [ "$rc" = 0 ] || kill "$srv" 2>/dev/null
