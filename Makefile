@@ -72,9 +72,10 @@ check-series: setup
 check-vm: kernel-light kernel kernel-bench rootfs
 	tests/vm/run $(T)
 
-# The cases on the pmem kernel that are short (an emulated NVDIMM, a subset
-# of blktests' nvme/); they are long=1, so make check-long runs them too.
-PMEM_CASES ?= pmem-devdax commit-pmem blktests-nvme-short
+# The cases on the pmem kernel that are short (an emulated NVDIMM, the memory
+# controller, a subset of blktests' nvme/); they are long=1, so make
+# check-long runs them too.
+PMEM_CASES ?= pmem-devdax commit-pmem cq-memcg blktests-nvme-short
 check-pmem: kernel-pmem rootfs
 	tests/vm/run --long $(PMEM_CASES)
 
