@@ -145,7 +145,10 @@ cycles_round() {
 	port=$((port + 1))
 	ip=$(fetch "$srv" ip)
 	t0=$EPOCHSECONDS
-	RSIW_LISTEN_WAIT=150 serve_client "cycles-$srv" "$srv" "$port" \
+	# The tag names the round (its port): serve_client's "listening" key of
+	# an earlier round with the same server must not start this round's
+	# client before its server listens.
+	RSIW_LISTEN_WAIT=150 serve_client "cycles-$srv-$port" "$srv" "$port" \
 		"python3 /rsiw/tests/vm/py/cm_cycles.py server $ip $port $n" \
 		"${pre}python3 /rsiw/tests/vm/py/cm_cycles.py client $ip $port $n" "$t"
 	log "cycles-$srv: $n cycles in $((EPOCHSECONDS - t0)) s"
