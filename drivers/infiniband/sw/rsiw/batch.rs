@@ -87,7 +87,9 @@ pub(crate) struct Batch {
     small: u32,
     /// A staging page could not be allocated since [`Batch::take_nomem`] was last called.
     nomem: bool,
-    /// `fault_tx_nomem` failed an allocation of this batch already (it is reported once).
+    /// The batch cannot grow, as if every allocation failed (`fault_tx_nomem`, testing only).
+    no_grow: bool,
+    /// A growth was refused for `no_grow` already (it is reported once).
     faulted: bool,
     /// The next free staging byte: offset `so` of page `sp`.
     sp: usize,
@@ -112,6 +114,7 @@ impl Batch {
             max_pages,
             small: 0,
             nomem: false,
+            no_grow: crate::module_parameters::fault_tx_nomem.value(),
             faulted: false,
             sp: 0,
             so: 0,
@@ -281,7 +284,7 @@ impl Batch {
             return Err(ENOSPC);
         }
         while self.stage.len() <= i {
-            let page = if crate::module_parameters::fault_tx_nomem.value() {
+            let page = if self.no_grow {
                 if !core::mem::replace(&mut self.faulted, true) {
                     pr_info!("fault_tx_nomem: a TX batch cannot grow beyond its first page\n");
                 }
@@ -417,5 +420,59 @@ impl Batch {
             self.si += 1;
             self.soff = 0;
         }
+    }
+}
+
+#[cfg(CONFIG_RDMA_RSIW_KUNIT_TEST)]
+#[kernel::prelude::kunit_tests(rsiw_batch)]
+mod tests {
+    use super::*;
+
+    /// A batch that cannot grow says so, keeps nothing of what failed, and still takes what
+    /// fits the page it holds.
+    #[test]
+    fn no_grow() -> Result {
+        let mut b = Batch::new(4 * PAGE_SIZE)?;
+        b.no_grow = true;
+        assert_eq!(b.held(), PAGE_SIZE);
+        let m = b.mark();
+        assert_eq!(
+            b.stage_with(PAGE_SIZE + 1, |_, _| Ok(())).err(),
+            Some(ENOMEM)
+        );
+        assert!(b.take_nomem());
+        assert!(!b.take_nomem());
+        b.rollback(m);
+        assert_eq!(b.len(), 0);
+        // As much as the page holds fits, without an allocation.
+        b.stage_with(PAGE_SIZE, |c, _| {
+            c.fill(1);
+            Ok(())
+        })?;
+        assert_eq!(b.len(), PAGE_SIZE);
+        assert!(!b.take_nomem());
+        // A piece staged whole would need the next page.
+        assert_eq!(b.stage_whole(8, |_| Ok(())).err(), Some(ENOMEM));
+        assert!(b.take_nomem());
+        b.clear();
+        assert_eq!((b.len(), b.held()), (0, PAGE_SIZE));
+        Ok(())
+    }
+
+    /// A batch that can grow allocates the pages it needs, up to the room it was made with.
+    #[test]
+    fn grows() -> Result {
+        let mut b = Batch::new(4 * PAGE_SIZE)?;
+        b.no_grow = false;
+        b.stage_with(PAGE_SIZE + 1, |_, _| Ok(()))?;
+        assert_eq!(b.held(), 2 * PAGE_SIZE);
+        assert!(!b.take_nomem());
+        assert_eq!(
+            b.stage_with(3 * PAGE_SIZE, |_, _| Ok(())).err(),
+            Some(ENOSPC)
+        );
+        assert!(!b.take_nomem());
+        assert_eq!(b.held(), 4 * PAGE_SIZE);
+        Ok(())
     }
 }
