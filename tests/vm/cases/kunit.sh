@@ -15,7 +15,7 @@
 . /rsiw/tests/vm/lib.sh
 
 boot_suites="rust_kernel_fmt rust_mm_pmem rust_netlink rust_net_tcp rust_rdma_kva rust_rdma_mr rust_rdma_umem rust_spinlock_irq_condvar rust_sync_rcu_arc"
-module_suites="rsiw_qp_state rsiw_wire rsiw_mem rsiw_wqe rsiw_ring rsiw_stag rsiw_device"
+module_suites="rsiw_qp_state rsiw_wire rsiw_mem rsiw_wqe rsiw_ring rsiw_stag rsiw_device rsiw_batch"
 
 # ktap_check WHAT KTAP SUITE...: every result in KTAP passed, the top-level
 # plans (1..N) add up to the top-level results, and each SUITE passed.

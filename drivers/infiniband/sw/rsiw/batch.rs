@@ -15,7 +15,15 @@
 //! with: a connection that only ever sends small messages holds one page, not the 128 KiB a
 //! batch of the largest FPDUs needs. Pages beyond the first that stayed unused for
 //! [`SHRINK_AFTER`] batches in a row are freed again. Staging runs in process context (the
-//! TX engine holds a mutex and the socket lock), where the allocation may sleep.
+//! TX engine holds a mutex and the socket lock).
+//!
+//! Storage ULPs (NVMe-oF, NFS, rnbd) send over the connection from the memory reclaim path, so
+//! the batch grows with `GFP_NOIO` (reclaim must not start IO that may need this connection)
+//! and `__GFP_NORETRY` (nor loop in reclaim waiting for it), without a warning. The growth is
+//! an optimisation: when it fails, the batch reports it ([`Batch::take_nomem`]) and the TX
+//! engine sends what the batch holds first, then cuts the FPDU to the pages the batch already
+//! has ([`Batch::held`], at least the first, allocated with the connection): the send is held
+//! back, never failed, and needs no allocation to go on.
 
 use kernel::{
     net::{
@@ -77,6 +85,12 @@ pub(crate) struct Batch {
     max_pages: usize,
     /// Batches in a row that used only the first staging page.
     small: u32,
+    /// A staging page could not be allocated since [`Batch::take_nomem`] was last called.
+    nomem: bool,
+    /// The batch cannot grow, as if every allocation failed (`fault_tx_nomem`, testing only).
+    no_grow: bool,
+    /// A growth was refused for `no_grow` already (it is reported once).
+    faulted: bool,
     /// The next free staging byte: offset `so` of page `sp`.
     sp: usize,
     so: usize,
@@ -94,11 +108,14 @@ impl Batch {
     pub(crate) fn new(stage_bytes: usize) -> Result<Self> {
         let max_pages = stage_bytes.div_ceil(PAGE_SIZE).max(1);
         let mut stage = KVec::with_capacity(max_pages, GFP_KERNEL)?;
-        stage.push(StagingPage::new()?, GFP_KERNEL)?;
+        stage.push(StagingPage::new(GFP_KERNEL)?, GFP_KERNEL)?;
         Ok(Self {
             stage,
             max_pages,
             small: 0,
+            nomem: false,
+            no_grow: crate::module_parameters::fault_tx_nomem.value(),
+            faulted: false,
             sp: 0,
             so: 0,
             segs: KVec::with_capacity(MAX_SEGS, GFP_KERNEL)?,
@@ -119,6 +136,18 @@ impl Batch {
         self.sent
     }
 
+    /// Returns the number of staging bytes the batch holds pages for (at least one page): an
+    /// FPDU of at most this many bytes fits an empty batch without an allocation.
+    pub(crate) fn held(&self) -> usize {
+        self.stage.len().max(1).saturating_mul(PAGE_SIZE)
+    }
+
+    /// Returns whether a staging page could not be allocated since the last call (the last
+    /// staging call then failed with `ENOMEM`), and forgets it.
+    pub(crate) fn take_nomem(&mut self) -> bool {
+        core::mem::replace(&mut self.nomem, false)
+    }
+
     /// Returns the number of fragments that can still be added.
     pub(crate) fn seg_room(&self) -> usize {
         MAX_SEGS.saturating_sub(self.segs.len())
@@ -137,6 +166,7 @@ impl Batch {
             self.small = 0;
         }
         self.segs.clear();
+        self.nomem = false;
         self.sp = 0;
         self.so = 0;
         self.len = 0;
@@ -204,7 +234,8 @@ impl Batch {
                 self.so = 0;
             }
             let chunk = (n - at).min(PAGE_SIZE - self.so);
-            let page = staging_page(&mut self.stage, self.max_pages, self.sp)?;
+            self.grow(self.sp)?;
+            let page = self.stage.get_mut(self.sp).ok_or(ENOSPC)?;
             page.with_slice_mut(self.so, chunk, |s| f(s, at))??;
             self.add(Seg::Stage {
                 page: self.sp,
@@ -232,7 +263,8 @@ impl Batch {
         if n > PAGE_SIZE || sp >= self.max_pages {
             return Ok(false);
         }
-        let page = staging_page(&mut self.stage, self.max_pages, sp)?;
+        self.grow(sp)?;
+        let page = self.stage.get_mut(sp).ok_or(ENOSPC)?;
         page.with_slice_mut(so, n, f)??;
         self.add(Seg::Stage {
             page: sp,
@@ -242,6 +274,35 @@ impl Batch {
         self.sp = sp;
         self.so = so + n;
         Ok(true)
+    }
+
+    /// Allocates the staging pages up to page `i` if needed: `ENOSPC` at or beyond
+    /// `max_pages`, `ENOMEM` (and [`Batch::take_nomem`] tells) if an allocation fails. Never
+    /// waits for IO (see the module's documentation).
+    fn grow(&mut self, i: usize) -> Result {
+        if i >= self.max_pages {
+            return Err(ENOSPC);
+        }
+        while self.stage.len() <= i {
+            let page = if self.no_grow {
+                if !core::mem::replace(&mut self.faulted, true) {
+                    pr_info!("fault_tx_nomem: a TX batch cannot grow beyond its first page\n");
+                }
+                Err(ENOMEM)
+            } else {
+                StagingPage::new(GFP_NOIO | __GFP_NORETRY | __GFP_NOWARN)
+            };
+            let page = match page {
+                Ok(p) => p,
+                Err(e) => {
+                    self.nomem = true;
+                    return Err(e);
+                }
+            };
+            // Within the capacity reserved at creation (`max_pages`): the vector does not move.
+            self.stage.push_within_capacity(page).map_err(|_| ENOSPC)?;
+        }
+        Ok(())
     }
 
     /// Appends a copy of `data`.
@@ -362,21 +423,56 @@ impl Batch {
     }
 }
 
-/// Returns staging page `i` of `stage`, allocating the pages up to it if needed: `ENOSPC` at
-/// or beyond `max_pages`, `ENOMEM` if the allocation fails. May sleep.
-fn staging_page(
-    stage: &mut KVec<StagingPage>,
-    max_pages: usize,
-    i: usize,
-) -> Result<&mut StagingPage> {
-    if i >= max_pages {
-        return Err(ENOSPC);
+#[cfg(CONFIG_RDMA_RSIW_KUNIT_TEST)]
+#[kernel::prelude::kunit_tests(rsiw_batch)]
+mod tests {
+    use super::*;
+
+    /// A batch that cannot grow says so, keeps nothing of what failed, and still takes what
+    /// fits the page it holds.
+    #[test]
+    fn no_grow() -> Result {
+        let mut b = Batch::new(4 * PAGE_SIZE)?;
+        b.no_grow = true;
+        assert_eq!(b.held(), PAGE_SIZE);
+        let m = b.mark();
+        assert_eq!(
+            b.stage_with(PAGE_SIZE + 1, |_, _| Ok(())).err(),
+            Some(ENOMEM)
+        );
+        assert!(b.take_nomem());
+        assert!(!b.take_nomem());
+        b.rollback(m);
+        assert_eq!(b.len(), 0);
+        // As much as the page holds fits, without an allocation.
+        b.stage_with(PAGE_SIZE, |c, _| {
+            c.fill(1);
+            Ok(())
+        })?;
+        assert_eq!(b.len(), PAGE_SIZE);
+        assert!(!b.take_nomem());
+        // A piece staged whole would need the next page.
+        assert_eq!(b.stage_whole(8, |_| Ok(())).err(), Some(ENOMEM));
+        assert!(b.take_nomem());
+        b.clear();
+        assert_eq!((b.len(), b.held()), (0, PAGE_SIZE));
+        Ok(())
     }
-    while stage.len() <= i {
-        // Within the capacity reserved at creation (`max_pages`): the vector does not move.
-        stage
-            .push_within_capacity(StagingPage::new()?)
-            .map_err(|_| ENOSPC)?;
+
+    /// A batch that can grow allocates the pages it needs, up to the room it was made with.
+    #[test]
+    fn grows() -> Result {
+        let mut b = Batch::new(4 * PAGE_SIZE)?;
+        b.no_grow = false;
+        b.stage_with(PAGE_SIZE + 1, |_, _| Ok(()))?;
+        assert_eq!(b.held(), 2 * PAGE_SIZE);
+        assert!(!b.take_nomem());
+        assert_eq!(
+            b.stage_with(3 * PAGE_SIZE, |_, _| Ok(())).err(),
+            Some(ENOSPC)
+        );
+        assert!(!b.take_nomem());
+        assert_eq!(b.held(), 4 * PAGE_SIZE);
+        Ok(())
     }
-    stage.get_mut(i).ok_or(ENOSPC)
 }

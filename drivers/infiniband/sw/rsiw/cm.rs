@@ -508,6 +508,8 @@ fn active_socket(id: &CmId, laddr: &SocketAddr, raddr: &SocketAddr) -> Result<Tc
     s.set_nodelay();
     // As on the passive side: detect a peer that died silently.
     s.set_keepalive();
+    // As on the passive side: storage ULPs send over it from the memory reclaim path.
+    s.set_allocation(GFP_NOIO);
     s.bind(laddr)?;
     Ok(s)
 }
@@ -840,6 +842,9 @@ impl Cep {
         // A peer that dies silently (power off, link down) must not leave an idle QP
         // connected forever: keepalive probes fail the socket, which fails the QP.
         sock.set_keepalive();
+        // Storage ULPs (NVMe-oF, NFS, rnbd) send over it from the memory reclaim path: its
+        // buffers must not be allocated by starting IO that may need this connection.
+        sock.set_allocation(GFP_NOIO);
         let sock = Arc::new(sock, GFP_KERNEL)?;
         let reader = KBox::new(FrameReader::new(FrameKind::Request), GFP_KERNEL)?;
         // Everything that can fail before the endpoint is registered; after it, every failure

@@ -83,6 +83,10 @@ module! {
             default: 0,
             description: "Testing only: every connection work item sleeps this long in module code after it dropped its connection (0: off)",
         },
+        fault_tx_nomem: bool {
+            default: false,
+            description: "Testing only: the TX batch of a connection cannot grow beyond its first staging page, as if every allocation failed (sends must go on in smaller FPDUs)",
+        },
         bh_respond: bool {
             default: true,
             description: "Send the responses to small RDMA Reads from the receive softirq when nothing else waits to be sent, instead of waking the connection's work item (read for every response)",

@@ -147,6 +147,16 @@ const _: () = assert!(LEN_LEN + TAGGED_HDR_LEN + BH_READ_MAX as usize + 3 + CRC_
 /// Responses one `data_ready` call sends at most; the rest is left to TX.
 const BH_BURST: u32 = 4;
 
+/// What [`TxState::fill`] did.
+enum Fill {
+    /// It appended an FPDU (or ended a message).
+    Added,
+    /// Nothing is left to send.
+    Drained,
+    /// The batch could not grow to take the next FPDU: it goes out first.
+    Full,
+}
+
 /// Why a pass ended.
 pub(crate) enum Pass {
     /// Nothing left to send.
@@ -306,9 +316,11 @@ impl TxState {
         }
     }
 
-    /// Appends the next FPDU of the current message to the batch. On error the message is
-    /// dropped (the caller completes its work request with the error).
-    fn build(&mut self, path: &Path, qp: &Qp<RsiwDevice>, sock: &TcpSocket) -> Result<(), Fatal> {
+    /// Appends the next FPDU of the current message to the batch. Returns `Ok(false)`, with
+    /// nothing added, if the batch could not grow to take it: the batch must go out first
+    /// ([`Batch`]). On error the message is dropped (the caller completes its work request
+    /// with the error).
+    fn build(&mut self, path: &Path, qp: &Qp<RsiwDevice>, sock: &TcpSocket) -> Result<bool, Fatal> {
         let r = self.build_fpdu(path, qp, sock);
         if r.is_err() {
             self.out.end();
@@ -321,9 +333,9 @@ impl TxState {
         path: &Path,
         qp: &Qp<RsiwDevice>,
         sock: &TcpSocket,
-    ) -> Result<(), Fatal> {
+    ) -> Result<bool, Fatal> {
         let Some((m, src)) = self.out.current() else {
-            return Ok(());
+            return Ok(true);
         };
         // The MSS may change in the middle of a message; a message's first FPDU is cut at the
         // size it was just started with.
@@ -335,14 +347,43 @@ impl TxState {
                 }
             }
         }
-        let Some(plan) = m.seg.next_fpdu() else {
+        // To plan the FPDU again if the batch cannot grow to take it.
+        let seg = m.seg;
+        let Some(mut plan) = m.seg.next_fpdu() else {
             self.out.end();
-            return Ok(());
+            return Ok(true);
         };
         let mark = self.batch.mark();
-        if fpdu(&mut self.batch, path, qp.device().mem(), &plan, src).is_err() {
+        let mut r = fpdu(&mut self.batch, path, qp.device().mem(), &plan, src);
+        if r.is_err() {
             // Nothing of the FPDU goes out.
             self.batch.rollback(mark);
+            if self.batch.take_nomem() {
+                // A staging page could not be allocated (`GFP_NOIO`, see `Batch`): the send is
+                // held back, not failed. The FPDU is planned again, after the batch went out;
+                // as the first of a batch, cut to the pages the batch holds, which needs no
+                // allocation.
+                m.seg = seg;
+                if self.batch.len() > 0 {
+                    return Ok(false);
+                }
+                let held = u32::try_from(self.batch.held()).unwrap_or(u32::MAX);
+                if let Some(mulpdu) = mulpdu_from_mss(held).filter(|&x| x < m.mulpdu) {
+                    if m.seg.set_mulpdu(mulpdu).is_ok() {
+                        // The next FPDU is cut at the socket's size again (above).
+                        m.mulpdu = mulpdu;
+                        if let Some(p) = m.seg.next_fpdu() {
+                            plan = p;
+                            r = fpdu(&mut self.batch, path, qp.device().mem(), &plan, src);
+                            if r.is_err() {
+                                self.batch.rollback(mark);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if r.is_err() {
             return Err(Fatal::local(failed(path, m.done, status::LOC_PROT_ERR)));
         }
         let fpdu_end = self.batch.len();
@@ -358,7 +399,7 @@ impl TxState {
                 self.ndone = self.ndone.saturating_add(1);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Starts the next message to send, if any; returns whether there was one.
@@ -498,17 +539,19 @@ impl TxState {
         deliver && completer::deliver(path, qp)
     }
 
-    /// Appends the next FPDU to the batch, starting the next message if needed. Returns
-    /// `Ok(false)` when there is nothing to send.
-    fn fill(&mut self, path: &Path, qp: &Qp<RsiwDevice>, sock: &TcpSocket) -> Result<bool, Fatal> {
+    /// Appends the next FPDU to the batch, starting the next message if needed.
+    fn fill(&mut self, path: &Path, qp: &Qp<RsiwDevice>, sock: &TcpSocket) -> Result<Fill, Fatal> {
         if !self.out.busy() {
             let mulpdu = tx_mulpdu(sock).ok_or(Fatal::local(None))?;
             if !self.next_message(path, qp, mulpdu)? {
-                return Ok(false);
+                return Ok(Fill::Drained);
             }
         }
-        self.build(path, qp, sock)?;
-        Ok(true)
+        if self.build(path, qp, sock)? {
+            Ok(Fill::Added)
+        } else {
+            Ok(Fill::Full)
+        }
     }
 
     /// One pass: sends the rest of a response `data_ready` left ([`respond_bh`]), then fills
@@ -576,11 +619,13 @@ impl TxState {
                     && self.batch.seg_room() >= FPDU_SEGS
                 {
                     match self.fill(path, qp, sock) {
-                        Ok(true) => {}
-                        Ok(false) => {
+                        Ok(Fill::Added) => {}
+                        Ok(Fill::Drained) => {
                             drained = true;
                             break;
                         }
+                        // The batch goes out first; the next one takes the FPDU.
+                        Ok(Fill::Full) => break,
                         // What is already in the batch goes out (and completes) first.
                         Err(f) if self.batch.len() > 0 => {
                             self.deferred = Some(f);

@@ -7,6 +7,7 @@ use super::{
     TcpSocket, //
 };
 use crate::{
+    alloc::Flags,
     bindings,
     net::{
         skb::{
@@ -106,11 +107,12 @@ pub struct StagingPage {
 }
 
 impl StagingPage {
-    /// Allocates a zeroed page. May sleep.
-    pub fn new() -> Result<Self> {
+    /// Allocates a zeroed page with `gfp` (e.g. [`GFP_KERNEL`], or [`GFP_NOIO`] on the path
+    /// block IO takes; [`__GFP_ZERO`] is added). May sleep if `gfp` allows it.
+    pub fn new(gfp: Flags) -> Result<Self> {
         // INVARIANT: Zeroed at allocation; nothing else refers to the new page.
         Ok(Self {
-            page: Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?,
+            page: Page::alloc_page(gfp | __GFP_ZERO)?,
         })
     }
 

@@ -11,6 +11,7 @@ use super::{
     TcpState, //
 };
 use crate::{
+    alloc::Flags,
     bindings,
     error::to_result,
     net::socket::{
@@ -347,6 +348,37 @@ impl TcpSocket {
     pub fn set_keepalive(&self) {
         // SAFETY: `sk` is valid.
         unsafe { bindings::sock_set_keepalive(self.sk().as_ptr()) }
+    }
+
+    /// Prepares the socket for use on the memory reclaim path: it allocates its buffers with
+    /// `gfp` (`sk->sk_allocation`), and never with the calling task's page fragment
+    /// (`sk->sk_use_task_frag = false`).
+    ///
+    /// A socket that block or file system IO goes through (a storage transport, or an RDMA
+    /// provider that storage ULPs such as NVMe-oF and NFS run over) must not allocate with
+    /// `GFP_KERNEL`: direct reclaim could then wait for IO over the same socket. Such sockets
+    /// use [`GFP_NOIO`] (as drbd's and nbd's do; nvme-tcp's use [`GFP_ATOMIC`]). The task's
+    /// page fragment may already be in use by a send of the same task that entered reclaim.
+    /// May sleep (takes the socket lock).
+    pub fn set_allocation(&self, gfp: Flags) {
+        // SAFETY: `sk` is valid; the helper takes the socket lock and only stores the two
+        // fields, which TCP reads under that lock or with `READ_ONCE`.
+        unsafe { bindings::sk_set_allocation(self.sk().as_ptr(), gfp.as_raw()) }
+    }
+
+    /// Returns the raw flags the socket allocates its buffers with (`sk->sk_allocation`) and
+    /// whether it may use the task's page fragment (`sk->sk_use_task_frag`), for the tests.
+    /// Any context.
+    #[cfg(CONFIG_KUNIT = "y")]
+    pub(super) fn allocation_raw(&self) -> (u32, bool) {
+        let sk = self.sk().as_ptr();
+        // SAFETY: `sk` is valid; the helpers read with `READ_ONCE`.
+        unsafe {
+            (
+                bindings::sk_allocation_read(sk),
+                bindings::sk_use_task_frag_read(sk),
+            )
+        }
     }
 
     fn setsockopt_int(&self, name: u32, val: c_int) -> Result {

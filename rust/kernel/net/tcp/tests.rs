@@ -527,8 +527,12 @@ fn round(family: Family, spliced: &Page) -> Result {
     // Attaching twice is refused.
     check!((listener.sock.attach(listener.clone())) == (Err(EBUSY)));
 
-    // Client: small send buffer, non-blocking connect completed via state_change.
+    // Client: small send buffer, non-blocking connect completed via state_change; its buffers
+    // allocated as on the memory reclaim path, the page fragment its own.
     let client = TcpSocket::new_kern(family)?;
+    check!((client.allocation_raw()) == (GFP_KERNEL.as_raw(), true));
+    client.set_allocation(GFP_NOIO);
+    check!((client.allocation_raw()) == (GFP_NOIO.as_raw(), false));
     client.set_nodelay();
     client.set_keepalive();
     client.set_sndbuf(4096)?;
@@ -562,7 +566,7 @@ fn round(family: Family, spliced: &Page) -> Result {
     for i in 0..COPIED {
         src.push(pattern(i), GFP_KERNEL)?;
     }
-    let mut staging = StagingPage::new()?;
+    let mut staging = StagingPage::new(GFP_NOIO | __GFP_NORETRY)?;
     staging.with_slice_mut(0, STAGED, |s| {
         for (i, b) in s.iter_mut().enumerate() {
             *b = pattern(i + 7);
@@ -671,6 +675,9 @@ fn round(family: Family, spliced: &Page) -> Result {
     check!(drained);
     check!(wait_for(|| cconn.write_space.load(Relaxed) > 0));
     check!((sconn.received()) == (TOTAL + sent));
+    // The flags stay what they were set to; the accepted socket has the default ones.
+    check!((client.allocation_raw()) == (GFP_NOIO.as_raw(), false));
+    check!((server.allocation_raw()) == (GFP_KERNEL.as_raw(), true));
     check!((sconn.rx.lock().errors) == (0));
 
     // Detach, then graceful close from the client: the server sees no more callbacks into
