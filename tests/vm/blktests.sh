@@ -28,6 +28,9 @@
 #                    does
 #   BT_UDEV=1        run udevd (srp/: multipathd and the /dev/disk/by-id
 #                    links of the multipath devices)
+#   BT_RSIW_OPTIONS  module parameters for rsiw whenever blktests loads it
+#                    (start_soft_rdma), e.g. rfc7306=1 for rnbd/: RTRS
+#                    needs immediate data, which rsiw has off by default
 #
 # A VM with an emulated NVMe drive (nvme=SIZE in the case header) loads the
 # nvme driver and gives blktests /dev/nvme0n1 as its test device (TEST_DEVS).
@@ -47,6 +50,10 @@ bt_setup() {
 	# the other one.
 	case $RSIW_DRIVER in rsiw) other=siw ;; *) other=rsiw ;; esac
 	echo "install $other /bin/false" >/etc/modprobe.d/rsiw-blktests.conf
+	if [ "$RSIW_DRIVER" = rsiw ] && [ -n "${BT_RSIW_OPTIONS:-}" ]; then
+		echo "options rsiw $BT_RSIW_OPTIONS" >>/etc/modprobe.d/rsiw-blktests.conf
+		log "rsiw loads with $BT_RSIW_OPTIONS"
+	fi
 	mkdir -p "$BT"
 	run mount -t tmpfs -o mode=755 rsiw-blktests "$BT"
 	cp -a "$BT_SRC/." "$BT/"
