@@ -112,10 +112,13 @@ bt_run() {
 			sed -E 's/ +/ /g' | tr '\n' ' ')
 		[ $rc != 124 ] && [ $rc != 137 ] || line="$line (killed after $BT_TEST_TIMEOUT s)"
 		log "blktests $t: ${line:-no result (check exited $rc)} $((EPOCHSECONDS - t0)) s"
+		# Keep the results (.full, .dmesg, .out.bad; the test images went
+		# with each test's TMPDIR) after every test, for a run that is cut
+		# short.
+		mkdir -p "$RSIW_OUT/results"
+		cp -a "$BT/results/." "$RSIW_OUT/results/" 2>/dev/null || true
 	done
 	rm -f "$RSIW_OUT/check-last.log"
-	# Keep the results (the test images went with each test's TMPDIR).
-	cp -a "$BT/results" "$RSIW_OUT/results" 2>/dev/null || true
 	# blktests scans for leaks after each test and clears the list before
 	# the next, so the guest's final scan does not see them: show them on
 	# the console like the final scan's reports (scripts/rsiw/vm.py fails
