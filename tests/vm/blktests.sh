@@ -76,8 +76,26 @@ bt_setup() {
 		echo "TEST_DEVS=(/dev/nvme0n1)" >>"$BT/config"
 	fi
 	sed 's/^/  [config] /' "$BT/config"
+	bt_static_nodes
 	[ -e /proc/config.gz ] || log "warning: no /proc/config.gz (CONFIG_IKCONFIG_PROC)"
 	[ "${BT_UDEV:-0}" != 1 ] || bt_udev
+}
+
+# bt_static_nodes: the device nodes whose first open loads their module
+# (modules.devname), as a booted system has them (systemd-tmpfiles-setup-dev,
+# kmod static-nodes): /dev/loop-control loads loop for the tests that run
+# losetup without loading it themselves (nvme/047, nvme/051), and
+# /dev/mapper/control dm_mod.
+bt_static_nodes() {
+	local mod node dev t
+	while read -r mod node dev; do
+		case $mod in '' | '#'*) continue ;; esac
+		[ ! -e "/dev/$node" ] || continue
+		t=${dev:0:1} dev=${dev:1}
+		case $t in b | c) ;; *) continue ;; esac
+		mkdir -p "$(dirname "/dev/$node")"
+		run mknod -m 0600 "/dev/$node" "$t" "${dev%%:*}" "${dev##*:}"
+	done <"/lib/modules/$(uname -r)/modules.devname"
 }
 
 # bt_udev: start udevd (systemd's, without systemd) and replay the devices
