@@ -28,6 +28,9 @@
 #                    does
 #   BT_UDEV=1        run udevd (srp/: multipathd and the /dev/disk/by-id
 #                    links of the multipath devices)
+#   BT_RSIW_OPTIONS  module parameters for rsiw whenever blktests loads it
+#                    (start_soft_rdma), e.g. rfc7306=1 for rnbd/: RTRS
+#                    needs immediate data, which rsiw has off by default
 #
 # A VM with an emulated NVMe drive (nvme=SIZE in the case header) loads the
 # nvme driver and gives blktests /dev/nvme0n1 as its test device (TEST_DEVS).
@@ -47,6 +50,10 @@ bt_setup() {
 	# the other one.
 	case $RSIW_DRIVER in rsiw) other=siw ;; *) other=rsiw ;; esac
 	echo "install $other /bin/false" >/etc/modprobe.d/rsiw-blktests.conf
+	if [ "$RSIW_DRIVER" = rsiw ] && [ -n "${BT_RSIW_OPTIONS:-}" ]; then
+		echo "options rsiw $BT_RSIW_OPTIONS" >>/etc/modprobe.d/rsiw-blktests.conf
+		log "rsiw loads with $BT_RSIW_OPTIONS"
+	fi
 	mkdir -p "$BT"
 	run mount -t tmpfs -o mode=755 rsiw-blktests "$BT"
 	cp -a "$BT_SRC/." "$BT/"
@@ -69,8 +76,26 @@ bt_setup() {
 		echo "TEST_DEVS=(/dev/nvme0n1)" >>"$BT/config"
 	fi
 	sed 's/^/  [config] /' "$BT/config"
+	bt_static_nodes
 	[ -e /proc/config.gz ] || log "warning: no /proc/config.gz (CONFIG_IKCONFIG_PROC)"
 	[ "${BT_UDEV:-0}" != 1 ] || bt_udev
+}
+
+# bt_static_nodes: the device nodes whose first open loads their module
+# (modules.devname), as a booted system has them (systemd-tmpfiles-setup-dev,
+# kmod static-nodes): /dev/loop-control loads loop for the tests that run
+# losetup without loading it themselves (nvme/047, nvme/051), and
+# /dev/mapper/control dm_mod.
+bt_static_nodes() {
+	local mod node dev t
+	while read -r mod node dev; do
+		case $mod in '' | '#'*) continue ;; esac
+		[ ! -e "/dev/$node" ] || continue
+		t=${dev:0:1} dev=${dev:1}
+		case $t in b | c) ;; *) continue ;; esac
+		mkdir -p "$(dirname "/dev/$node")"
+		run mknod -m 0600 "/dev/$node" "$t" "${dev%%:*}" "${dev##*:}"
+	done <"/lib/modules/$(uname -r)/modules.devname"
 }
 
 # bt_udev: start udevd (systemd's, without systemd) and replay the devices
@@ -105,10 +130,13 @@ bt_run() {
 			sed -E 's/ +/ /g' | tr '\n' ' ')
 		[ $rc != 124 ] && [ $rc != 137 ] || line="$line (killed after $BT_TEST_TIMEOUT s)"
 		log "blktests $t: ${line:-no result (check exited $rc)} $((EPOCHSECONDS - t0)) s"
+		# Keep the results (.full, .dmesg, .out.bad; the test images went
+		# with each test's TMPDIR) after every test, for a run that is cut
+		# short.
+		mkdir -p "$RSIW_OUT/results"
+		cp -a "$BT/results/." "$RSIW_OUT/results/" 2>/dev/null || true
 	done
 	rm -f "$RSIW_OUT/check-last.log"
-	# Keep the results (the test images went with each test's TMPDIR).
-	cp -a "$BT/results" "$RSIW_OUT/results" 2>/dev/null || true
 	# blktests scans for leaks after each test and clears the list before
 	# the next, so the guest's final scan does not see them: show them on
 	# the console like the final scan's reports (scripts/rsiw/vm.py fails

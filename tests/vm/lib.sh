@@ -252,14 +252,21 @@ peer_link_up() {
 
 # compare_peer PY JSON TABLE PENDING SECONDS [PREFIX] [SUFFIX]: the end of a
 # case that runs a suite on both VMs: this VM's results (JSON) kept and
-# published; VM a waits up to SECONDS for b's and runs
+# published; VM b waits (up to SECONDS) until a has published its own, VM a
+# waits up to SECONDS for b's and runs
 # "PY compare B A TABLE PENDING", which fails when a test passes on b's driver
 # but not on a's (SUFFIX: what else makes it fail).
 compare_peer() {
 	local py=$1 json=$2 table=$3 pending=$4 t=$5 prefix=${6:-} suffix=${7:-} other
 	cp "$json" "$RSIW_OUT/"
 	publish done "$(basename "$json")"
-	[ "$RSIW_ROLE" = a ] || return 0
+	if [ "$RSIW_ROLE" != a ]; then
+		# Stay up until a has its results too: the rig stops a VM 60 s after
+		# its peer exited, and a may take much longer (a group whose
+		# tests fail early on siw: rnbd/).
+		wait_for "$t" _published a done || true
+		return 0
+	fi
 	other=$RSIW_RUN/$(fetch b done "$t")
 	python3 "$py" compare "$other" "$json" "$table" "$pending" ||
 		die "${prefix}tests pass on $(basename "$other" .json) but not on $RSIW_DRIVER$suffix (see the table)"

@@ -6,9 +6,10 @@
 # over the soft-RDMA device on eth0) on rsiw (VM a) and, in an identical VM,
 # on C siw (VM b): the table of every test on both, with the reason of each
 # "not run"; fails if a test passes on siw but not on rsiw
-# (tests/vm/blktests.sh). Two vCPUs per VM (nvme/048 needs them). Every
-# test of the group that needs no test device, on both backends;
-# blktests-nvme-dev runs the others, blktests-nvme-short a short subset.
+# (tests/vm/blktests.sh). It asks for two vCPUs per VM (nvme/048 needs
+# them). Every test of the group that needs no test device, on both
+# backends; blktests-nvme-dev runs the others, blktests-nvme-short a short
+# subset. The tables of 2026-11-29 are in rsiw-testing.rst (blktests).
 . /rsiw/tests/vm/lib.sh
 . /rsiw/tests/vm/blktests.sh
 

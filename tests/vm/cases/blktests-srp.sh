@@ -13,4 +13,6 @@
 . /rsiw/tests/vm/blktests.sh
 
 BT_UDEV=1
+# A test that hangs costs 10 min, not 15.
+BT_TEST_TIMEOUT=600
 blktests_case srp

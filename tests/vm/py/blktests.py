@@ -47,6 +47,9 @@ ADAPT = [
     ("common/multipath-over-rdma", "\t_patient_rmmod siw  || return 1", "\t_patient_rmmod DRV  || return 1"),
     ("common/nvme", "\t\t\t_have_driver siw", "\t\t\t_have_driver DRV"),
     ("tests/srp/rc", "\t\t_have_module siw", "\t\t_have_module DRV"),
+    # Built into the rig's kernels (INFINIBAND=y); srp/ only modprobes them.
+    ("tests/srp/rc", "\t_have_module ib_uverbs", "\t_have_driver ib_uverbs"),
+    ("tests/srp/rc", "\t_have_module rdma_cm", "\t_have_driver rdma_cm"),
     ("tests/rnbd/rc", '\tif [[ "$USE_RXE" != 1 ]]; then',
      "\tif false; then # rsiw rig: rnbd/ runs on DRV (start_soft_rdma)"),
     ("tests/rnbd/rc", "\t_have_driver rdma_rxe", "\t_have_driver DRV"),
