@@ -19,17 +19,26 @@
  *                remote write and read;
  *   client, each Flush completing with IBV_WC_FLUSH, and the responder's
  *   counters (ports/1/hw_counters: flush_executed, flush_persistent,
- *   flush_writeback_bytes) read before and after:
+ *   flush_writeback_bytes, flush_deferred) read before and after:
  *     FLUSH-08   a Write of W_LEN bytes at W_OFF and a Flush to persistence
  *                of them: one persistent Flush, and the whole cache lines
  *                covering them written back (WB_RANGE bytes);
  *     FLUSH-02   a Flush to persistence of the whole region (IBV_FLUSH_MR)
- *                with a garbage range: REGION bytes written back;
+ *                with a garbage range: REGION bytes written back, by the
+ *                connection's work item (deferred: more than rsiw writes
+ *                back in its RX path, 64 KiB);
+ *     FLUSH-05   Flushes to persistence of 64 KiB of whole lines (written
+ *                back in the RX path) and of 64 KiB one byte later (a line
+ *                more: deferred);
  *     FLUSH-08   a Flush to global visibility only: one Flush, nothing
  *                written back;
  *     FLUSH-03   Writes of a second pattern and a persistent Flush in one
  *                batch: the Flush completes after them, and a Read of the
  *                range returns them;
+ *     AWRITE-04  a Write, a deferred Flush (the whole region), an Atomic
+ *                Write and a Read in one batch: RX stops at the Flush and
+ *                goes on after its write-back, all complete in order and
+ *                the Read returns the Write and the Atomic Write;
  *   server, after the client's done message: the mapping holds both
  *   patterns, and so does a second mapping of the device.
  *
@@ -61,6 +70,10 @@
 #define WB_RANGE 192 /* the lines of [W_OFF, W_OFF + W_LEN): 0..192 */
 #define W2_OFF (REGION - 8192 - 5)
 #define W2_LEN 3000
+#define INLINE_MAX 65536 /* rsiw's FLUSH_INLINE_MAX */
+#define B_OFF (1UL << 20) /* line-aligned: INLINE_MAX bytes are that many of lines */
+#define W3_OFF (2UL << 20)
+#define W3_LEN 256
 
 struct info {
 	uint64_t addr;
@@ -181,7 +194,7 @@ static int server(const char *addr, const char *port, const char *dax)
 /* --- the client ------------------------------------------------------------ */
 
 struct counters {
-	uint64_t executed, persistent, bytes;
+	uint64_t executed, persistent, bytes, deferred;
 };
 
 static const char *dev_name;
@@ -212,21 +225,24 @@ static struct counters read_counters(void)
 	c.executed = counter("flush_executed");
 	c.persistent = counter("flush_persistent");
 	c.bytes = counter("flush_writeback_bytes");
+	c.deferred = counter("flush_deferred");
 	return c;
 }
 
 static void expect_delta(const char *check, struct counters a,
 			 struct counters b, uint64_t executed,
-			 uint64_t persistent, uint64_t bytes)
+			 uint64_t persistent, uint64_t bytes, uint64_t deferred)
 {
 	if (b.executed - a.executed != executed ||
 	    b.persistent - a.persistent != persistent ||
-	    b.bytes - a.bytes != bytes)
+	    b.bytes - a.bytes != bytes || b.deferred - a.deferred != deferred)
 		fail("%s: counters moved by %" PRIu64 " Flushes, %" PRIu64
-		     " persistent, %" PRIu64 " bytes written back; expected %" PRIu64
-		     ", %" PRIu64 ", %" PRIu64,
+		     " persistent, %" PRIu64 " bytes written back, %" PRIu64
+		     " deferred; expected %" PRIu64 ", %" PRIu64 ", %" PRIu64
+		     ", %" PRIu64,
 		     check, b.executed - a.executed, b.persistent - a.persistent,
-		     b.bytes - a.bytes, executed, persistent, bytes);
+		     b.bytes - a.bytes, b.deferred - a.deferred, executed,
+		     persistent, bytes, deferred);
 }
 
 struct conn {
@@ -242,6 +258,8 @@ struct conn {
 		uint8_t w[W_LEN];
 		uint8_t w2[W2_LEN];
 		uint8_t back[W2_LEN];
+		uint8_t w3[W3_LEN];
+		uint8_t back3[W3_LEN + 8];
 		struct done done;
 	} *b;
 };
@@ -283,7 +301,8 @@ static void conn_open(struct conn *c, const char *addr, const char *port)
 	memset(c, 0, sizeof(*c));
 	qpx_prepare(addr, port,
 		    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
-			    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_FLUSH,
+			    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_FLUSH |
+			    IBV_QP_EX_WITH_ATOMIC_WRITE,
 		    &c->id, &c->pd, &c->cq, &qa);
 	c->qp = ibv_create_qp_ex(c->id->verbs, &qa);
 	if (!c->qp)
@@ -325,7 +344,7 @@ static int client(const char *addr, const char *port, const char *dev)
 	expect(&c, "FLUSH-08", 1, IBV_WC_RDMA_WRITE);
 	expect(&c, "FLUSH-08", 2, IBV_WC_FLUSH);
 	b = read_counters();
-	expect_delta("FLUSH-08", a, b, 1, 1, WB_RANGE);
+	expect_delta("FLUSH-08", a, b, 1, 1, WB_RANGE, 0);
 	pass("FLUSH-08", "Write, Flush to persistence of 100 bytes: their 3 cache lines written back");
 
 	/* The whole region, the range ignored */
@@ -337,8 +356,29 @@ static int client(const char *addr, const char *port, const char *dev)
 	complete(&c, "FLUSH-02");
 	expect(&c, "FLUSH-02", 3, IBV_WC_FLUSH);
 	b = read_counters();
-	expect_delta("FLUSH-02", a, b, 1, 1, REGION);
-	pass("FLUSH-02", "Flush to persistence of the whole region: all of it written back");
+	expect_delta("FLUSH-02", a, b, 1, 1, REGION, 1);
+	pass("FLUSH-02", "Flush to persistence of the whole region: all of it written back, deferred");
+
+	/* The RX path's limit: 64 KiB of lines there, a line more deferred */
+	a = b;
+	ibv_wr_start(c.qpx);
+	wr(&c, 20);
+	ibv_wr_flush(c.qpx, c.info.rkey, c.info.addr + B_OFF, INLINE_MAX,
+		     IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
+	complete(&c, "FLUSH-05");
+	expect(&c, "FLUSH-05", 20, IBV_WC_FLUSH);
+	b = read_counters();
+	expect_delta("FLUSH-05", a, b, 1, 1, INLINE_MAX, 0);
+	a = b;
+	ibv_wr_start(c.qpx);
+	wr(&c, 21);
+	ibv_wr_flush(c.qpx, c.info.rkey, c.info.addr + B_OFF + 1, INLINE_MAX,
+		     IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
+	complete(&c, "FLUSH-05");
+	expect(&c, "FLUSH-05", 21, IBV_WC_FLUSH);
+	b = read_counters();
+	expect_delta("FLUSH-05", a, b, 1, 1, INLINE_MAX + LINE, 1);
+	pass("FLUSH-05", "64 KiB of cache lines written back in the RX path, a line more deferred");
 
 	/* Global visibility only: nothing written back */
 	a = b;
@@ -349,7 +389,7 @@ static int client(const char *addr, const char *port, const char *dev)
 	complete(&c, "FLUSH-08");
 	expect(&c, "FLUSH-08", 4, IBV_WC_FLUSH);
 	b = read_counters();
-	expect_delta("FLUSH-08", a, b, 1, 0, 0);
+	expect_delta("FLUSH-08", a, b, 1, 0, 0, 0);
 	pass("FLUSH-08", "Flush to global visibility: nothing written back");
 
 	/* Writes and a persistent Flush in one batch, then a Read */
@@ -378,8 +418,40 @@ static int client(const char *addr, const char *port, const char *dev)
 	b = read_counters();
 	/* W2_OFF is 5 bytes before a page boundary, 59 bytes into its line */
 	expect_delta("FLUSH-03", a, b, 1, 1,
-		     ((W2_OFF + W2_LEN + LINE - 1) / LINE - W2_OFF / LINE) * LINE);
+		     ((W2_OFF + W2_LEN + LINE - 1) / LINE - W2_OFF / LINE) * LINE, 0);
 	pass("FLUSH-03", "Writes, a Flush to persistence and a Read in one batch, in order");
+
+	/*
+	 * A deferred Flush in a batch: RX stops at it until the work item wrote
+	 * the region back, then executes what follows, in order
+	 */
+	for (i = 0; i < W3_LEN; i++)
+		c.b->w3[i] = pattern(i, 2);
+	a = b;
+	ibv_wr_start(c.qpx);
+	wr(&c, 30);
+	ibv_wr_rdma_write(c.qpx, c.info.rkey, c.info.addr + W3_OFF);
+	ibv_wr_set_sge(c.qpx, c.mr->lkey, (uintptr_t)c.b->w3, W3_LEN);
+	wr(&c, 31);
+	ibv_wr_flush(c.qpx, c.info.rkey, 0, 0, IBV_FLUSH_PERSISTENT,
+		     IBV_FLUSH_MR);
+	wr(&c, 32);
+	ibv_wr_atomic_write(c.qpx, c.info.rkey, c.info.addr + W3_OFF + W3_LEN,
+			    "rsiwpmem");
+	wr(&c, 33);
+	ibv_wr_rdma_read(c.qpx, c.info.rkey, c.info.addr + W3_OFF);
+	ibv_wr_set_sge(c.qpx, c.mr->lkey, (uintptr_t)c.b->back3, W3_LEN + 8);
+	complete(&c, "AWRITE-04");
+	expect(&c, "AWRITE-04", 30, IBV_WC_RDMA_WRITE);
+	expect(&c, "AWRITE-04", 31, IBV_WC_FLUSH);
+	expect(&c, "AWRITE-04", 32, IBV_WC_ATOMIC_WRITE);
+	expect(&c, "AWRITE-04", 33, IBV_WC_RDMA_READ);
+	if (memcmp(c.b->back3, c.b->w3, W3_LEN) ||
+	    memcmp(c.b->back3 + W3_LEN, "rsiwpmem", 8))
+		fail("AWRITE-04: the Read does not return the Write and the Atomic Write");
+	b = read_counters();
+	expect_delta("AWRITE-04", a, b, 1, 1, REGION, 1);
+	pass("AWRITE-04", "Write, deferred Flush, Atomic Write and Read in one batch, in order");
 
 	/* The done message: the server checks its memory */
 	memcpy(c.b->done.tag, "done", 5);
