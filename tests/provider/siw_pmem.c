@@ -6,6 +6,9 @@
  *   siw_pmem server ADDR PORT DAX   registers a devdax mapping, serves one
  *                                   connection
  *   siw_pmem client ADDR PORT DEV   the requester; reads DEV's counters
+ *   siw_pmem bench-server ADDR PORT DAX
+ *   siw_pmem bench ADDR PORT ITERS  make bench's figures (scripts/rsiw/bench.sh,
+ *                                   the case bench-pmem): see bench() below
  *
  * Both run in one VM (the case commit-pmem: an emulated NVDIMM, a devdax
  * namespace, one rsiw device on a veth pair, so the client reads the
@@ -111,7 +114,8 @@ static void check_data(const uint8_t *m, const char *what)
 			     what, i, m[W2_OFF + i]);
 }
 
-static int server(const char *addr, const char *port, const char *dax)
+static int server(const char *addr, const char *port, const char *dax,
+		  int bench)
 {
 	struct rdma_cm_id *lid, *id;
 	struct ibv_mr *mr, *dmr, *rmr, *imr;
@@ -176,6 +180,13 @@ static int server(const char *addr, const char *port, const char *dax)
 	if (n != 1 || wc.status != IBV_WC_SUCCESS || memcmp(d.tag, "done", 5))
 		fail("no done message: %d %s", n,
 		     n == 1 ? ibv_wc_status_str(wc.status) : "");
+	if (bench) {
+		rc_close(id, lid, (struct ibv_mr *[]){ imr, rmr, mr }, 3);
+		munmap(m, REGION);
+		close(fd);
+		printf(PROG " server: bench served\n");
+		return 0;
+	}
 	check_data(m, "the registered mapping");
 	/* A mapping of its own sees the same persistent memory */
 	m2 = mmap(NULL, REGION, PROT_READ, MAP_SHARED, fd, 0);
@@ -474,18 +485,178 @@ static int client(const char *addr, const char *port, const char *dev)
 	return 0;
 }
 
+/* --- make bench ------------------------------------------------------------ */
+
+#define B_AREA (3UL << 20) /* the bench's bytes: past the checks' */
+#define B_LEN 64
+#define AW_BATCH 8 /* Atomic Writes posted at once for the rate */
+
+static double now_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Prints "siw_pmem bench: NAME median_us mean_us" of n samples */
+static void report(const char *name, double *t, int n)
+{
+	double sum = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		sum += t[i];
+	qsort(t, n, sizeof(*t), cmp_double);
+	printf(PROG " bench: %s %.1f %.1f\n", name, t[n / 2], sum / n);
+}
+
+/*
+ * One latency sample of kind k: a Write of B_LEN bytes and a Flush to
+ * persistence of them (0), a Write and a Flush to global visibility (1), a
+ * Write and a 1-byte Read of its range (2, the Read-after-Write idiom a
+ * Flush replaces), an Atomic Write alone (3). Posted as one batch; timed
+ * to the last completion.
+ */
+static double sample(struct conn *c, int k)
+{
+	uint64_t dst = c->info.addr + B_AREA;
+	double t0 = now_us();
+	int n = 2;
+
+	ibv_wr_start(c->qpx);
+	if (k != 3) {
+		wr(c, 1);
+		ibv_wr_rdma_write(c->qpx, c->info.rkey, dst);
+		ibv_wr_set_sge(c->qpx, c->mr->lkey, (uintptr_t)c->b->w, B_LEN);
+	}
+	wr(c, 2);
+	switch (k) {
+	case 0:
+		ibv_wr_flush(c->qpx, c->info.rkey, dst, B_LEN,
+			     IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
+		break;
+	case 1:
+		ibv_wr_flush(c->qpx, c->info.rkey, dst, B_LEN,
+			     IBV_FLUSH_GLOBAL, IBV_FLUSH_RANGE);
+		break;
+	case 2:
+		ibv_wr_rdma_read(c->qpx, c->info.rkey, dst);
+		ibv_wr_set_sge(c->qpx, c->mr->lkey, (uintptr_t)c->b->back, 1);
+		break;
+	default:
+		ibv_wr_atomic_write(c->qpx, c->info.rkey, dst, "rsiwpmem");
+		n = 1;
+		break;
+	}
+	complete(c, "bench");
+	while (n--) {
+		struct ibv_wc wc;
+
+		poll_wc(c, &wc);
+		if (wc.status != IBV_WC_SUCCESS)
+			fail("bench: completion %" PRIu64 ": %s", wc.wr_id,
+			     ibv_wc_status_str(wc.status));
+	}
+	return now_us() - t0;
+}
+
+/*
+ * make bench's figures on persistent memory, rsiw to rsiw: the median and
+ * mean latency of each kind of sample() over iters samples (after 50 not
+ * counted), then the Atomic Write rate with AW_BATCH posted at once (the
+ * requester keeps them within ORD).
+ */
+static int bench(const char *addr, const char *port, int iters)
+{
+	static const char *const names[] = {
+		"write64+flush_persistent", "write64+flush_global",
+		"write64+read1", "atomic_write",
+	};
+	struct conn c;
+	double *t, t0, dt;
+	int k, i, j;
+
+	t = calloc(iters, sizeof(*t));
+	if (!t)
+		fail("calloc");
+	conn_open(&c, addr, port);
+	memset(c.b->w, 0x5a, B_LEN);
+	for (k = 0; k < 4; k++) {
+		for (i = 0; i < 50; i++)
+			sample(&c, k);
+		for (i = 0; i < iters; i++)
+			t[i] = sample(&c, k);
+		report(names[k], t, iters);
+	}
+	t0 = now_us();
+	for (i = 0; i < iters; i += AW_BATCH) {
+		ibv_wr_start(c.qpx);
+		for (j = 0; j < AW_BATCH; j++) {
+			wr(&c, j);
+			ibv_wr_atomic_write(c.qpx, c.info.rkey,
+					    c.info.addr + B_AREA + 8 * j, "rsiwpmem");
+		}
+		complete(&c, "bench");
+		for (j = 0; j < AW_BATCH; j++) {
+			struct ibv_wc wc;
+
+			poll_wc(&c, &wc);
+			if (wc.status != IBV_WC_SUCCESS)
+				fail("bench: Atomic Write: %s",
+				     ibv_wc_status_str(wc.status));
+		}
+	}
+	dt = now_us() - t0;
+	printf(PROG " bench: atomic_write_rate %.0f\n", i / dt * 1e6);
+	memcpy(c.b->done.tag, "done", 5);
+	ibv_wr_start(c.qpx);
+	wr(&c, 9);
+	ibv_wr_send(c.qpx);
+	ibv_wr_set_sge(c.qpx, c.mr->lkey, (uintptr_t)&c.b->done, sizeof(c.b->done));
+	complete(&c, "done");
+	expect(&c, "done", 9, IBV_WC_SEND);
+	rdma_disconnect(c.id);
+	c.id->qp = NULL;
+	ibv_destroy_qp(c.qp);
+	ibv_dereg_mr(c.mr);
+	ibv_destroy_cq(c.cq);
+	ibv_dealloc_pd(c.pd);
+	rdma_destroy_ep(c.id);
+	free(c.b);
+	free(t);
+	printf(PROG " bench: done\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 5 && !strcmp(argv[1], "server")) {
 		role = "server";
-		return server(argv[2], argv[3], argv[4]);
+		return server(argv[2], argv[3], argv[4], 0);
+	}
+	if (argc == 5 && !strcmp(argv[1], "bench-server")) {
+		role = "server";
+		return server(argv[2], argv[3], argv[4], 1);
 	}
 	if (argc == 5 && !strcmp(argv[1], "client")) {
 		role = "client";
 		return client(argv[2], argv[3], argv[4]);
 	}
-	fprintf(stderr, "usage: %s server ADDR PORT DAX | client ADDR PORT DEV\n",
+	if (argc == 5 && !strcmp(argv[1], "bench")) {
+		role = "bench";
+		return bench(argv[2], argv[3], atoi(argv[4]) > 0 ? atoi(argv[4]) : 1000);
+	}
+	fprintf(stderr,
+		"usage: %s server|bench-server ADDR PORT DAX | client ADDR PORT DEV | bench ADDR PORT ITERS\n",
 		argv[0]);
 	return 2;
 }
