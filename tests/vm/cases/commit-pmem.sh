@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=1 driver=rsiw provider=rsiw kernel=pmem nvdimm=128M timeout=600
+# rsiw-test: vms=1 driver=rsiw provider=rsiw kernel=pmem nvdimm=128M timeout=600 long=1
 #
 # RDMA Flush to persistence on persistent memory (issue 37), rsiw to rsiw
 # over a veth pair in one VM with an emulated NVDIMM: its namespace becomes
