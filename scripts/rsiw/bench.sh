@@ -20,6 +20,18 @@
 # RSIW_BENCH_SWAP=1 measures all configurations in every pair, swapping the
 # driver between turns (the ratio then compares runs of the same boot).
 #
+# Then the commit extensions on persistent memory (issue 37; RSIW_BENCH_PMEM=0
+# leaves them out of a whole bench, RSIW_BENCH_PMEM=1 adds them to a subset,
+# RSIW_BENCH_ONLY=pmem runs only them): one VM on the pmem
+# kernel with an emulated NVDIMM (tests/vm/cases/bench-pmem.sh), rsiw to
+# rsiw over a veth pair, the median and mean latency of a 64-byte Write
+# with a Flush to persistence, with a Flush to global visibility, with a
+# 1-byte Read (the Read-after-Write idiom a Flush replaces), of an Atomic
+# Write, and the Atomic Write rate. The pmem kernel is the light debug
+# kernel (lockdep, kmemleak) plus NVDIMM drivers, not the bench kernel: read
+# those rows against each other (the ratio row), not against the table
+# above. They go below the table in results.txt (and the saved table).
+#
 # At the end scripts/rsiw/bench-plot.py draws the table (bandwidth against
 # message size with TCP's as a line, and latency) and the table and the
 # picture are saved as Documentation/infiniband/rsiw-bench.{txt,png}, the
@@ -39,7 +51,7 @@ rounds=${RSIW_BENCH_ROUNDS:-3}
 # One host CPU per VM (vm.py): steadier latencies (rsiw-testing.rst).
 export RSIW_VM_PIN=${RSIW_VM_PIN:-1}
 RSIW_BENCH_ONLY=${RSIW_BENCH_ONLY:-}
-"$RSIW_TOP/scripts/rsiw/kernel.sh" build bench
+[ "$RSIW_BENCH_ONLY" = pmem ] || "$RSIW_TOP/scripts/rsiw/kernel.sh" build bench
 started=$(date '+%Y-%m-%d %H:%M')
 out="$RSIW_CACHE/logs/bench-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
@@ -51,7 +63,38 @@ tools=$out/tools
 mkdir -p "$tools"
 gcc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$tools/rdma-connect-delay.so" \
 	"$RSIW_TOP/tests/vm/tools/rdma-connect-delay.c" -ldl
-python3 "$RSIW_TOP/scripts/rsiw/bench.py" "$out" "$rounds" "$RSIW_BENCH_ONLY"
+if [ "$RSIW_BENCH_ONLY" = pmem ]; then
+	: >"$out/results.txt"
+else
+	python3 "$RSIW_TOP/scripts/rsiw/bench.py" "$out" "$rounds" "$RSIW_BENCH_ONLY"
+fi
+
+# bench_pmem: the rows of tests/vm/cases/bench-pmem.sh, appended to results.txt.
+bench_pmem() {
+	local log=$out/pmem/bench-pmem/a/bench-client.log
+	"$RSIW_TOP/scripts/rsiw/kernel.sh" build pmem
+	"$RSIW_TOP/scripts/rsiw/rdma-core.sh"
+	"$RSIW_TOP/tests/vm/run" --long --out "$out/pmem" bench-pmem ||
+		rsiw_die "bench-pmem failed (logs in $out/pmem)"
+	{
+		echo
+		echo "persistent memory (bench-pmem: rsiw to rsiw in one VM, an emulated NVDIMM, devdax;"
+		echo "the pmem kernel, lockdep and kmemleak: compare these rows with each other)"
+		awk '$1 == "siw_pmem" && $2 == "bench:" && NF == 5 {
+			printf "  %-26s median %8.1f  mean %8.1f us\n", $3, $4, $5; lat[$3] = $4 }
+		     $1 == "siw_pmem" && $2 == "bench:" && $3 == "atomic_write_rate" {
+			printf "  %-26s %8d op/s (8 posted at once)\n", $3, $4 }
+		     END { if (lat["write64+read1"] > 0)
+			printf "  %-26s %8.2f (median Write+Flush(P) / median Write+Read)\n",
+				"flush_p/read_after_write", lat["write64+flush_persistent"] / lat["write64+read1"] }' "$log"
+	} | tee -a "$out/results.txt"
+}
+# By default with the whole bench only (RSIW_BENCH_ONLY selects perftest rows).
+pmem_default=0
+[ -n "$RSIW_BENCH_ONLY" ] || pmem_default=1
+if [ "${RSIW_BENCH_PMEM:-$pmem_default}" = 1 ] || [ "$RSIW_BENCH_ONLY" = pmem ]; then
+	bench_pmem
+fi
 
 # The picture, and the table and picture README.md shows: by default only a
 # full bench (all tests, all configurations) replaces them.
@@ -61,8 +104,9 @@ commit=$(git -C "$RSIW_TOP" describe --always --dirty 2>/dev/null || echo unknow
 what="make bench, $started, $commit, $rounds round(s)"
 [ "${RSIW_BENCH_PAIRS:-1}" = 1 ] || what+=", $RSIW_BENCH_PAIRS pairs"
 [ "${RSIW_BENCH_SWAP:-0}" != 1 ] || what+=", swapped drivers"
-/usr/bin/python3 "$RSIW_TOP/scripts/rsiw/bench-plot.py" "$out/results.txt" "$out/bench.png" \
-	--title "$what, QEMU TCG"
+[ "$RSIW_BENCH_ONLY" = pmem ] ||
+	/usr/bin/python3 "$RSIW_TOP/scripts/rsiw/bench-plot.py" "$out/results.txt" "$out/bench.png" \
+		--title "$what, QEMU TCG"
 if [ "${RSIW_BENCH_DOC:-$full}" = 1 ]; then
 	doc=$RSIW_TOP/Documentation/infiniband/rsiw-bench
 	{ echo "$what ($(nproc) host CPUs, $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | xargs))"

@@ -36,6 +36,16 @@
  *     CMT-02     Flush, Atomic Write, Verify, Flush, Atomic Write and a
  *                Read in one batch with ORD 2: all complete in order, the
  *                Read returns the last Atomic Write;
+ *     CMT-02     twelve requests in one batch with ORD 2 (the server's IRD
+ *                2): Reads, fetch-and-adds and compare-and-swaps mixed with
+ *                Flushes, Atomic Writes and a Verify, all on one word. They
+ *                share the two credits: a requester that had a third one
+ *                outstanding would get the server's Terminate (0/2/07, D-08)
+ *                and errors instead of completions. All complete in order
+ *                and each atomic's result, the Verify and the last Read
+ *                find the word as every request before them left it (a
+ *                chain that any reordering breaks: the Verify's digest is
+ *                of the Atomic Write just before it);
  *   then, one connection each, the refusals:
  *     VERIFY-04  a Verify with a wrong digest, an Atomic Write behind it:
  *                the Verify completes with IBV_WC_REM_OP_ERR, the Atomic
@@ -80,13 +90,14 @@
 #endif
 
 #define MEM 4096
-#define NCHK 6
+#define NCHK 7
 
 /* Offsets in the server's page */
 #define AW_OFF 0 /* Atomic Write (AWRITE-03) */
 #define FA_OFF 16 /* fetch-and-add, compare-and-swap */
 #define CMT_OFF 24 /* CMT-02's Atomic Writes */
 #define MISM_OFF 32 /* the Atomic Write behind a failed Verify */
+#define MIX_OFF 40 /* CMT-02's mixed batch */
 #define W_OFF 256 /* Writes, Flushes and Verifies */
 #define W_LEN 64
 
@@ -294,6 +305,7 @@ struct conn {
 		uint8_t w[W_LEN];
 		uint8_t digest[8];
 		uint64_t res[8];
+		uint64_t mix[8];
 		struct done done;
 	} *b;
 };
@@ -479,6 +491,80 @@ static void done(struct conn *c, int last, unsigned int n,
 	expect(c, "done", 90, IBV_WC_SEND, IBV_WC_SUCCESS, -1);
 }
 
+/* The word at MIX_OFF as mixed_ord() leaves it */
+#define MIX_END 0x41ULL
+
+/*
+ * CMT-02: twelve requests in one batch, ORD 2 against the server's IRD 2:
+ * Reads and atomics share the credits with Flushes, Atomic Writes and a
+ * Verify. The requester must hold each request back until a credit is free
+ * (the server refuses a third outstanding one with a Terminate). The
+ * atomics, the Atomic Writes and the Verify chain on the word at MIX_OFF (0
+ * before): each result is the word as every request before it left it. A
+ * Read's data may be read after later requests executed (RFC 7306 section
+ * 7: only a fence orders an atomic after a Read), so the Reads in the middle
+ * read the Atomic Write word of AWRITE-03, which nothing changes, and only
+ * the last request reads the chain's word.
+ */
+static void mixed_ord(struct conn *c)
+{
+	uint64_t *m = c->b->mix, aw1 = 0x20, aw2 = 0x40;
+	uint8_t d[4];
+	unsigned int i;
+
+	for (i = 0; i < 8; i++)
+		m[i] = 0xdeaddeaddeaddeadULL;
+	digest_of((const uint8_t *)&aw1, 8, d);
+	start(c);
+	wr_read(c, 50, AW_OFF, &m[0]);
+	wr(c, 51);
+	ibv_wr_atomic_fetch_add(c->qpx, c->info.rkey, c->info.addr + MIX_OFF, 1);
+	ibv_wr_set_sge(c->qpx, c->mr->lkey, (uintptr_t)&m[1], 8);
+	wr_flush(c, 52, c->info.rkey, c->info.addr + MIX_OFF, 8,
+		 IBV_FLUSH_GLOBAL, IBV_FLUSH_RANGE);
+	wr(c, 53);
+	ibv_wr_atomic_cmp_swp(c->qpx, c->info.rkey, c->info.addr + MIX_OFF, 1,
+			      0x10);
+	ibv_wr_set_sge(c->qpx, c->mr->lkey, (uintptr_t)&m[2], 8);
+	wr_awrite(c, 54, MIX_OFF, aw1);
+	wr_verify(c, 55, MIX_OFF, 8, d, 4);
+	wr_read(c, 56, AW_OFF, &m[3]);
+	wr(c, 57);
+	ibv_wr_atomic_fetch_add(c->qpx, c->info.rkey, c->info.addr + MIX_OFF, 3);
+	ibv_wr_set_sge(c->qpx, c->mr->lkey, (uintptr_t)&m[4], 8);
+	wr_awrite(c, 58, MIX_OFF, aw2);
+	wr_flush(c, 59, c->info.rkey, 0, 0, IBV_FLUSH_GLOBAL, IBV_FLUSH_MR);
+	wr(c, 60);
+	ibv_wr_atomic_cmp_swp(c->qpx, c->info.rkey, c->info.addr + MIX_OFF,
+			      aw2, MIX_END);
+	ibv_wr_set_sge(c->qpx, c->mr->lkey, (uintptr_t)&m[5], 8);
+	wr_read(c, 61, MIX_OFF, &m[6]);
+	complete(c, "CMT-02");
+	expect(c, "CMT-02", 50, IBV_WC_RDMA_READ, IBV_WC_SUCCESS, 8);
+	expect(c, "CMT-02", 51, IBV_WC_FETCH_ADD, IBV_WC_SUCCESS, 8);
+	expect(c, "CMT-02", 52, IBV_WC_FLUSH, IBV_WC_SUCCESS, -1);
+	expect(c, "CMT-02", 53, IBV_WC_COMP_SWAP, IBV_WC_SUCCESS, 8);
+	expect(c, "CMT-02", 54, IBV_WC_ATOMIC_WRITE, IBV_WC_SUCCESS, -1);
+	expect(c, "CMT-02", 55, SIWDV_WC_VERIFY, IBV_WC_SUCCESS, 4);
+	expect(c, "CMT-02", 56, IBV_WC_RDMA_READ, IBV_WC_SUCCESS, 8);
+	expect(c, "CMT-02", 57, IBV_WC_FETCH_ADD, IBV_WC_SUCCESS, 8);
+	expect(c, "CMT-02", 58, IBV_WC_ATOMIC_WRITE, IBV_WC_SUCCESS, -1);
+	expect(c, "CMT-02", 59, IBV_WC_FLUSH, IBV_WC_SUCCESS, -1);
+	expect(c, "CMT-02", 60, IBV_WC_COMP_SWAP, IBV_WC_SUCCESS, 8);
+	expect(c, "CMT-02", 61, IBV_WC_RDMA_READ, IBV_WC_SUCCESS, 8);
+	check_digest(c, "CMT-02", d);
+	{
+		const uint64_t want[] = { V_AW, 0, 1, V_AW, aw1, aw2, MIX_END };
+
+		for (i = 0; i < 7; i++)
+			if (m[i] != want[i])
+				fail("CMT-02: result %u of the mixed batch is %#" PRIx64
+				     ", expected %#" PRIx64,
+				     i, m[i], want[i]);
+	}
+	pass("CMT-02", "Reads, atomics, Flushes, Atomic Writes and a Verify: 12 with ORD 2, in order");
+}
+
 static void main_connection(const char *addr, const char *port)
 {
 	struct conn c;
@@ -595,10 +681,12 @@ static void main_connection(const char *addr, const char *port)
 		fail("CMT-02: the Read returned %#" PRIx64, res[3]);
 	pass("CMT-02", "Flush, Atomic Write, Verify, Flush, Atomic Write, Read with ORD 2: in order");
 
+	mixed_ord(&c);
+
 	{
 		uint32_t off[] = { AW_OFF, FA_OFF, CMT_OFF, MISM_OFF, W_OFF,
-				   W_OFF + 56 };
-		uint64_t val[6];
+				   W_OFF + 56, MIX_OFF };
+		uint64_t val[7];
 
 		val[0] = V_AW;
 		val[1] = CS_SWAP;
@@ -606,7 +694,8 @@ static void main_connection(const char *addr, const char *port)
 		val[3] = 0;
 		memcpy(&val[4], c.b->w, 8);
 		memcpy(&val[5], c.b->w + 56, 8);
-		done(&c, 0, 6, off, val);
+		val[6] = MIX_END;
+		done(&c, 0, 7, off, val);
 	}
 	conn_close(&c, 1);
 }

@@ -6,6 +6,9 @@
  *   siw_pmem server ADDR PORT DAX   registers a devdax mapping, serves one
  *                                   connection
  *   siw_pmem client ADDR PORT DEV   the requester; reads DEV's counters
+ *   siw_pmem bench-server ADDR PORT DAX
+ *   siw_pmem bench ADDR PORT ITERS  make bench's figures (scripts/rsiw/bench.sh,
+ *                                   the case bench-pmem): see bench() below
  *
  * Both run in one VM (the case commit-pmem: an emulated NVDIMM, a devdax
  * namespace, one rsiw device on a veth pair, so the client reads the
@@ -19,17 +22,26 @@
  *                remote write and read;
  *   client, each Flush completing with IBV_WC_FLUSH, and the responder's
  *   counters (ports/1/hw_counters: flush_executed, flush_persistent,
- *   flush_writeback_bytes) read before and after:
+ *   flush_writeback_bytes, flush_deferred) read before and after:
  *     FLUSH-08   a Write of W_LEN bytes at W_OFF and a Flush to persistence
  *                of them: one persistent Flush, and the whole cache lines
  *                covering them written back (WB_RANGE bytes);
  *     FLUSH-02   a Flush to persistence of the whole region (IBV_FLUSH_MR)
- *                with a garbage range: REGION bytes written back;
+ *                with a garbage range: REGION bytes written back, by the
+ *                connection's work item (deferred: more than rsiw writes
+ *                back in its RX path, 64 KiB);
+ *     FLUSH-05   Flushes to persistence of 64 KiB of whole lines (written
+ *                back in the RX path) and of 64 KiB one byte later (a line
+ *                more: deferred);
  *     FLUSH-08   a Flush to global visibility only: one Flush, nothing
  *                written back;
  *     FLUSH-03   Writes of a second pattern and a persistent Flush in one
  *                batch: the Flush completes after them, and a Read of the
  *                range returns them;
+ *     AWRITE-04  a Write, a deferred Flush (the whole region), an Atomic
+ *                Write and a Read in one batch: RX stops at the Flush and
+ *                goes on after its write-back, all complete in order and
+ *                the Read returns the Write and the Atomic Write;
  *   server, after the client's done message: the mapping holds both
  *   patterns, and so does a second mapping of the device.
  *
@@ -61,6 +73,10 @@
 #define WB_RANGE 192 /* the lines of [W_OFF, W_OFF + W_LEN): 0..192 */
 #define W2_OFF (REGION - 8192 - 5)
 #define W2_LEN 3000
+#define INLINE_MAX 65536 /* rsiw's FLUSH_INLINE_MAX */
+#define B_OFF (1UL << 20) /* line-aligned: INLINE_MAX bytes are that many of lines */
+#define W3_OFF (2UL << 20)
+#define W3_LEN 256
 
 struct info {
 	uint64_t addr;
@@ -98,7 +114,8 @@ static void check_data(const uint8_t *m, const char *what)
 			     what, i, m[W2_OFF + i]);
 }
 
-static int server(const char *addr, const char *port, const char *dax)
+static int server(const char *addr, const char *port, const char *dax,
+		  int bench)
 {
 	struct rdma_cm_id *lid, *id;
 	struct ibv_mr *mr, *dmr, *rmr, *imr;
@@ -163,6 +180,13 @@ static int server(const char *addr, const char *port, const char *dax)
 	if (n != 1 || wc.status != IBV_WC_SUCCESS || memcmp(d.tag, "done", 5))
 		fail("no done message: %d %s", n,
 		     n == 1 ? ibv_wc_status_str(wc.status) : "");
+	if (bench) {
+		rc_close(id, lid, (struct ibv_mr *[]){ imr, rmr, mr }, 3);
+		munmap(m, REGION);
+		close(fd);
+		printf(PROG " server: bench served\n");
+		return 0;
+	}
 	check_data(m, "the registered mapping");
 	/* A mapping of its own sees the same persistent memory */
 	m2 = mmap(NULL, REGION, PROT_READ, MAP_SHARED, fd, 0);
@@ -181,7 +205,7 @@ static int server(const char *addr, const char *port, const char *dax)
 /* --- the client ------------------------------------------------------------ */
 
 struct counters {
-	uint64_t executed, persistent, bytes;
+	uint64_t executed, persistent, bytes, deferred;
 };
 
 static const char *dev_name;
@@ -212,21 +236,24 @@ static struct counters read_counters(void)
 	c.executed = counter("flush_executed");
 	c.persistent = counter("flush_persistent");
 	c.bytes = counter("flush_writeback_bytes");
+	c.deferred = counter("flush_deferred");
 	return c;
 }
 
 static void expect_delta(const char *check, struct counters a,
 			 struct counters b, uint64_t executed,
-			 uint64_t persistent, uint64_t bytes)
+			 uint64_t persistent, uint64_t bytes, uint64_t deferred)
 {
 	if (b.executed - a.executed != executed ||
 	    b.persistent - a.persistent != persistent ||
-	    b.bytes - a.bytes != bytes)
+	    b.bytes - a.bytes != bytes || b.deferred - a.deferred != deferred)
 		fail("%s: counters moved by %" PRIu64 " Flushes, %" PRIu64
-		     " persistent, %" PRIu64 " bytes written back; expected %" PRIu64
-		     ", %" PRIu64 ", %" PRIu64,
+		     " persistent, %" PRIu64 " bytes written back, %" PRIu64
+		     " deferred; expected %" PRIu64 ", %" PRIu64 ", %" PRIu64
+		     ", %" PRIu64,
 		     check, b.executed - a.executed, b.persistent - a.persistent,
-		     b.bytes - a.bytes, executed, persistent, bytes);
+		     b.bytes - a.bytes, b.deferred - a.deferred, executed,
+		     persistent, bytes, deferred);
 }
 
 struct conn {
@@ -242,6 +269,8 @@ struct conn {
 		uint8_t w[W_LEN];
 		uint8_t w2[W2_LEN];
 		uint8_t back[W2_LEN];
+		uint8_t w3[W3_LEN];
+		uint8_t back3[W3_LEN + 8];
 		struct done done;
 	} *b;
 };
@@ -283,7 +312,8 @@ static void conn_open(struct conn *c, const char *addr, const char *port)
 	memset(c, 0, sizeof(*c));
 	qpx_prepare(addr, port,
 		    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
-			    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_FLUSH,
+			    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_FLUSH |
+			    IBV_QP_EX_WITH_ATOMIC_WRITE,
 		    &c->id, &c->pd, &c->cq, &qa);
 	c->qp = ibv_create_qp_ex(c->id->verbs, &qa);
 	if (!c->qp)
@@ -325,7 +355,7 @@ static int client(const char *addr, const char *port, const char *dev)
 	expect(&c, "FLUSH-08", 1, IBV_WC_RDMA_WRITE);
 	expect(&c, "FLUSH-08", 2, IBV_WC_FLUSH);
 	b = read_counters();
-	expect_delta("FLUSH-08", a, b, 1, 1, WB_RANGE);
+	expect_delta("FLUSH-08", a, b, 1, 1, WB_RANGE, 0);
 	pass("FLUSH-08", "Write, Flush to persistence of 100 bytes: their 3 cache lines written back");
 
 	/* The whole region, the range ignored */
@@ -337,8 +367,29 @@ static int client(const char *addr, const char *port, const char *dev)
 	complete(&c, "FLUSH-02");
 	expect(&c, "FLUSH-02", 3, IBV_WC_FLUSH);
 	b = read_counters();
-	expect_delta("FLUSH-02", a, b, 1, 1, REGION);
-	pass("FLUSH-02", "Flush to persistence of the whole region: all of it written back");
+	expect_delta("FLUSH-02", a, b, 1, 1, REGION, 1);
+	pass("FLUSH-02", "Flush to persistence of the whole region: all of it written back, deferred");
+
+	/* The RX path's limit: 64 KiB of lines there, a line more deferred */
+	a = b;
+	ibv_wr_start(c.qpx);
+	wr(&c, 20);
+	ibv_wr_flush(c.qpx, c.info.rkey, c.info.addr + B_OFF, INLINE_MAX,
+		     IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
+	complete(&c, "FLUSH-05");
+	expect(&c, "FLUSH-05", 20, IBV_WC_FLUSH);
+	b = read_counters();
+	expect_delta("FLUSH-05", a, b, 1, 1, INLINE_MAX, 0);
+	a = b;
+	ibv_wr_start(c.qpx);
+	wr(&c, 21);
+	ibv_wr_flush(c.qpx, c.info.rkey, c.info.addr + B_OFF + 1, INLINE_MAX,
+		     IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
+	complete(&c, "FLUSH-05");
+	expect(&c, "FLUSH-05", 21, IBV_WC_FLUSH);
+	b = read_counters();
+	expect_delta("FLUSH-05", a, b, 1, 1, INLINE_MAX + LINE, 1);
+	pass("FLUSH-05", "64 KiB of cache lines written back in the RX path, a line more deferred");
 
 	/* Global visibility only: nothing written back */
 	a = b;
@@ -349,7 +400,7 @@ static int client(const char *addr, const char *port, const char *dev)
 	complete(&c, "FLUSH-08");
 	expect(&c, "FLUSH-08", 4, IBV_WC_FLUSH);
 	b = read_counters();
-	expect_delta("FLUSH-08", a, b, 1, 0, 0);
+	expect_delta("FLUSH-08", a, b, 1, 0, 0, 0);
 	pass("FLUSH-08", "Flush to global visibility: nothing written back");
 
 	/* Writes and a persistent Flush in one batch, then a Read */
@@ -378,8 +429,40 @@ static int client(const char *addr, const char *port, const char *dev)
 	b = read_counters();
 	/* W2_OFF is 5 bytes before a page boundary, 59 bytes into its line */
 	expect_delta("FLUSH-03", a, b, 1, 1,
-		     ((W2_OFF + W2_LEN + LINE - 1) / LINE - W2_OFF / LINE) * LINE);
+		     ((W2_OFF + W2_LEN + LINE - 1) / LINE - W2_OFF / LINE) * LINE, 0);
 	pass("FLUSH-03", "Writes, a Flush to persistence and a Read in one batch, in order");
+
+	/*
+	 * A deferred Flush in a batch: RX stops at it until the work item wrote
+	 * the region back, then executes what follows, in order
+	 */
+	for (i = 0; i < W3_LEN; i++)
+		c.b->w3[i] = pattern(i, 2);
+	a = b;
+	ibv_wr_start(c.qpx);
+	wr(&c, 30);
+	ibv_wr_rdma_write(c.qpx, c.info.rkey, c.info.addr + W3_OFF);
+	ibv_wr_set_sge(c.qpx, c.mr->lkey, (uintptr_t)c.b->w3, W3_LEN);
+	wr(&c, 31);
+	ibv_wr_flush(c.qpx, c.info.rkey, 0, 0, IBV_FLUSH_PERSISTENT,
+		     IBV_FLUSH_MR);
+	wr(&c, 32);
+	ibv_wr_atomic_write(c.qpx, c.info.rkey, c.info.addr + W3_OFF + W3_LEN,
+			    "rsiwpmem");
+	wr(&c, 33);
+	ibv_wr_rdma_read(c.qpx, c.info.rkey, c.info.addr + W3_OFF);
+	ibv_wr_set_sge(c.qpx, c.mr->lkey, (uintptr_t)c.b->back3, W3_LEN + 8);
+	complete(&c, "AWRITE-04");
+	expect(&c, "AWRITE-04", 30, IBV_WC_RDMA_WRITE);
+	expect(&c, "AWRITE-04", 31, IBV_WC_FLUSH);
+	expect(&c, "AWRITE-04", 32, IBV_WC_ATOMIC_WRITE);
+	expect(&c, "AWRITE-04", 33, IBV_WC_RDMA_READ);
+	if (memcmp(c.b->back3, c.b->w3, W3_LEN) ||
+	    memcmp(c.b->back3 + W3_LEN, "rsiwpmem", 8))
+		fail("AWRITE-04: the Read does not return the Write and the Atomic Write");
+	b = read_counters();
+	expect_delta("AWRITE-04", a, b, 1, 1, REGION, 1);
+	pass("AWRITE-04", "Write, deferred Flush, Atomic Write and Read in one batch, in order");
 
 	/* The done message: the server checks its memory */
 	memcpy(c.b->done.tag, "done", 5);
@@ -402,18 +485,178 @@ static int client(const char *addr, const char *port, const char *dev)
 	return 0;
 }
 
+/* --- make bench ------------------------------------------------------------ */
+
+#define B_AREA (3UL << 20) /* the bench's bytes: past the checks' */
+#define B_LEN 64
+#define AW_BATCH 8 /* Atomic Writes posted at once for the rate */
+
+static double now_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Prints "siw_pmem bench: NAME median_us mean_us" of n samples */
+static void report(const char *name, double *t, int n)
+{
+	double sum = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		sum += t[i];
+	qsort(t, n, sizeof(*t), cmp_double);
+	printf(PROG " bench: %s %.1f %.1f\n", name, t[n / 2], sum / n);
+}
+
+/*
+ * One latency sample of kind k: a Write of B_LEN bytes and a Flush to
+ * persistence of them (0), a Write and a Flush to global visibility (1), a
+ * Write and a 1-byte Read of its range (2, the Read-after-Write idiom a
+ * Flush replaces), an Atomic Write alone (3). Posted as one batch; timed
+ * to the last completion.
+ */
+static double sample(struct conn *c, int k)
+{
+	uint64_t dst = c->info.addr + B_AREA;
+	double t0 = now_us();
+	int n = 2;
+
+	ibv_wr_start(c->qpx);
+	if (k != 3) {
+		wr(c, 1);
+		ibv_wr_rdma_write(c->qpx, c->info.rkey, dst);
+		ibv_wr_set_sge(c->qpx, c->mr->lkey, (uintptr_t)c->b->w, B_LEN);
+	}
+	wr(c, 2);
+	switch (k) {
+	case 0:
+		ibv_wr_flush(c->qpx, c->info.rkey, dst, B_LEN,
+			     IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
+		break;
+	case 1:
+		ibv_wr_flush(c->qpx, c->info.rkey, dst, B_LEN,
+			     IBV_FLUSH_GLOBAL, IBV_FLUSH_RANGE);
+		break;
+	case 2:
+		ibv_wr_rdma_read(c->qpx, c->info.rkey, dst);
+		ibv_wr_set_sge(c->qpx, c->mr->lkey, (uintptr_t)c->b->back, 1);
+		break;
+	default:
+		ibv_wr_atomic_write(c->qpx, c->info.rkey, dst, "rsiwpmem");
+		n = 1;
+		break;
+	}
+	complete(c, "bench");
+	while (n--) {
+		struct ibv_wc wc;
+
+		poll_wc(c, &wc);
+		if (wc.status != IBV_WC_SUCCESS)
+			fail("bench: completion %" PRIu64 ": %s", wc.wr_id,
+			     ibv_wc_status_str(wc.status));
+	}
+	return now_us() - t0;
+}
+
+/*
+ * make bench's figures on persistent memory, rsiw to rsiw: the median and
+ * mean latency of each kind of sample() over iters samples (after 50 not
+ * counted), then the Atomic Write rate with AW_BATCH posted at once (the
+ * requester keeps them within ORD).
+ */
+static int bench(const char *addr, const char *port, int iters)
+{
+	static const char *const names[] = {
+		"write64+flush_persistent", "write64+flush_global",
+		"write64+read1", "atomic_write",
+	};
+	struct conn c;
+	double *t, t0, dt;
+	int k, i, j;
+
+	t = calloc(iters, sizeof(*t));
+	if (!t)
+		fail("calloc");
+	conn_open(&c, addr, port);
+	memset(c.b->w, 0x5a, B_LEN);
+	for (k = 0; k < 4; k++) {
+		for (i = 0; i < 50; i++)
+			sample(&c, k);
+		for (i = 0; i < iters; i++)
+			t[i] = sample(&c, k);
+		report(names[k], t, iters);
+	}
+	t0 = now_us();
+	for (i = 0; i < iters; i += AW_BATCH) {
+		ibv_wr_start(c.qpx);
+		for (j = 0; j < AW_BATCH; j++) {
+			wr(&c, j);
+			ibv_wr_atomic_write(c.qpx, c.info.rkey,
+					    c.info.addr + B_AREA + 8 * j, "rsiwpmem");
+		}
+		complete(&c, "bench");
+		for (j = 0; j < AW_BATCH; j++) {
+			struct ibv_wc wc;
+
+			poll_wc(&c, &wc);
+			if (wc.status != IBV_WC_SUCCESS)
+				fail("bench: Atomic Write: %s",
+				     ibv_wc_status_str(wc.status));
+		}
+	}
+	dt = now_us() - t0;
+	printf(PROG " bench: atomic_write_rate %.0f\n", i / dt * 1e6);
+	memcpy(c.b->done.tag, "done", 5);
+	ibv_wr_start(c.qpx);
+	wr(&c, 9);
+	ibv_wr_send(c.qpx);
+	ibv_wr_set_sge(c.qpx, c.mr->lkey, (uintptr_t)&c.b->done, sizeof(c.b->done));
+	complete(&c, "done");
+	expect(&c, "done", 9, IBV_WC_SEND);
+	rdma_disconnect(c.id);
+	c.id->qp = NULL;
+	ibv_destroy_qp(c.qp);
+	ibv_dereg_mr(c.mr);
+	ibv_destroy_cq(c.cq);
+	ibv_dealloc_pd(c.pd);
+	rdma_destroy_ep(c.id);
+	free(c.b);
+	free(t);
+	printf(PROG " bench: done\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 5 && !strcmp(argv[1], "server")) {
 		role = "server";
-		return server(argv[2], argv[3], argv[4]);
+		return server(argv[2], argv[3], argv[4], 0);
+	}
+	if (argc == 5 && !strcmp(argv[1], "bench-server")) {
+		role = "server";
+		return server(argv[2], argv[3], argv[4], 1);
 	}
 	if (argc == 5 && !strcmp(argv[1], "client")) {
 		role = "client";
 		return client(argv[2], argv[3], argv[4]);
 	}
-	fprintf(stderr, "usage: %s server ADDR PORT DAX | client ADDR PORT DEV\n",
+	if (argc == 5 && !strcmp(argv[1], "bench")) {
+		role = "bench";
+		return bench(argv[2], argv[3], atoi(argv[4]) > 0 ? atoi(argv[4]) : 1000);
+	}
+	fprintf(stderr,
+		"usage: %s server|bench-server ADDR PORT DAX | client ADDR PORT DEV | bench ADDR PORT ITERS\n",
 		argv[0]);
 	return 2;
 }

@@ -125,6 +125,19 @@ pub fn barrier() {
     unsafe { bindings::pmem_wmb() };
 }
 
+/// Gives the CPU to another task if one is due (`cond_resched()`): the yield point between the
+/// pieces of a long write-back in process context, which without it could hold the CPU for
+/// milliseconds on a kernel without preemption (a whole region of persistent memory is one
+/// `clwb` per cache line).
+///
+/// Process context only: it may sleep (`CONFIG_DEBUG_ATOMIC_SLEEP` reports a call in atomic
+/// context).
+pub fn cond_resched() {
+    // SAFETY: `cond_resched()` has no preconditions beyond process context, which callers
+    // promise (and the kernel checks under `CONFIG_DEBUG_ATOMIC_SLEEP`).
+    unsafe { bindings::cond_resched() };
+}
+
 #[macros::kunit_tests(rust_mm_pmem)]
 mod tests {
     use super::*;

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=rsiw timeout=900
+# rsiw-test: vms=2 a=rsiw b=rsiw timeout=900 kernel=debug
 #
 # The commit extensions at rsiw's responder against a raw TCP peer: VM a
 # loads rsiw with commit=1 and runs an rdma_cm server with four pages (with

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=1 driver=rsiw timeout=600
+# rsiw-test: vms=1 driver=rsiw timeout=600 kernel=debug
 #
 # The commit extensions (draft-talpey-rdma-commit-02) from a kernel ULP:
 # load rsiw with commit=1 and tests/kmod/rsiw_kext.ko commit=1, which checks

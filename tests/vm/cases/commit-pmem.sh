@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=1 driver=rsiw provider=rsiw kernel=pmem nvdimm=128M timeout=600
+# rsiw-test: vms=1 driver=rsiw provider=rsiw kernel=pmem nvdimm=128M timeout=600 long=1
 #
 # RDMA Flush to persistence on persistent memory (issue 37), rsiw to rsiw
 # over a veth pair in one VM with an emulated NVDIMM: its namespace becomes
@@ -14,14 +14,22 @@
 # - the client, with the responder's counters (ports/1/hw_counters) read
 #   before and after each step: a Write and a Flush to persistence of its
 #   100 bytes (192 bytes of cache lines written back), a Flush to
-#   persistence of the whole region (4 MiB written back), a Flush to global
-#   visibility only (counted, nothing written back), Writes, a Flush and a
-#   Read in one batch; every Flush completes with IBV_WC_FLUSH;
+#   persistence of the whole region (4 MiB written back, by the connection's
+#   work item: deferred), Flushes to persistence of 64 KiB of lines (in the
+#   RX path) and of a line more (deferred), a Flush to global visibility
+#   only (counted, nothing written back), Writes, a Flush and a Read in one
+#   batch, a Write, a deferred Flush, an Atomic Write and a Read in one batch
+#   (in order: RX goes on after the work item's write-back); every Flush
+#   completes with IBV_WC_FLUSH;
 # - the server finds the Writes in its mapping and in a second mapping;
 # - rdma statistic shows the totals.
 #
 # Without the write-back (persist() doing nothing) the counters stay 0 and
-# the client fails.
+# the client fails; without the deferral (every write-back in the RX path)
+# flush_deferred stays 0 (or is missing) and the client fails. The deferred
+# write-back yields the CPU between its parts (cond_resched()): run in
+# atomic context it would be a "sleeping function called from invalid
+# context" splat, which fails the case (DEBUG_ATOMIC_SLEEP).
 . /rsiw/tests/vm/lib.sh
 . /rsiw/tests/vm/pmem.sh
 
@@ -47,19 +55,19 @@ cap_ex=$(sed -n 's/.* cap_ex=\(0x[0-9a-f]*\) .*/\1/p' <<<"$ctx")
 [ -n "$cap_ex" ] && [ $((cap_ex & (1 << 39))) != 0 ] ||
 	die "the device does not report IB_DEVICE_FLUSH_PERSISTENT (cap_ex=$cap_ex)"
 
-# counters: the three Flush counters of port 1 as rdma statistic shows them.
+# counters: the four Flush counters of port 1 as rdma statistic shows them.
 counters() {
 	local stat c v out=
 	stat=$(rdma statistic show link "$DEV/1" | tr '\n' ' ')
 	log "rdma statistic: $stat" >&2
-	for c in flush_executed flush_persistent flush_writeback_bytes; do
+	for c in flush_executed flush_persistent flush_writeback_bytes flush_deferred; do
 		v=$(grep -Eo "(^| )$c[[:space:]]+[0-9]+" <<<"$stat" | awk '{ print $2 }')
 		out+="$c=${v:-none} "
 	done
 	echo "${out% }"
 }
 before=$(counters)
-assert_eq "$before" "flush_executed=0 flush_persistent=0 flush_writeback_bytes=0" \
+assert_eq "$before" "flush_executed=0 flush_persistent=0 flush_writeback_bytes=0 flush_deferred=0" \
 	"the counters before"
 
 dmesg -C
@@ -84,7 +92,9 @@ grep -q "siw_pmem server: all checks passed" "$RSIW_OUT/siw_pmem-server.log" ||
 assert_match "$(dmesg)" "IB_ACCESS_FLUSH_PERSISTENT refused: the region is not persistent memory" \
 	"the log line of the DRAM refusal"
 
-# 4 Flushes, 3 to persistence: 192 + 4 MiB + 3072 bytes of cache lines.
-assert_eq "$(counters)" "flush_executed=4 flush_persistent=3 flush_writeback_bytes=4197568" \
+# 7 Flushes, 6 to persistence: 192 + 4 MiB + 64 KiB + (64 KiB + 64) + 3072
+# + 4 MiB bytes of cache lines; 3 deferred (both whole-region Flushes and
+# the 64 KiB + 64).
+assert_eq "$(counters)" "flush_executed=7 flush_persistent=6 flush_writeback_bytes=8523008 flush_deferred=3" \
 	"the counters after"
 pass

@@ -16,7 +16,11 @@
 #   ibv_wr_flush() (IBV_WC_FLUSH), a whole-region Flush, ibv_wr_atomic_write()
 #   with the target's 8 bytes read back, siwdv_wr_verify() without a digest
 #   and with the matching one (SIWDV_WC_VERIFY, the CRC32c in the sink), the
-#   atomics, six commit requests and a Read with ORD 2 in order (CMT-02);
+#   atomics, six commit requests and a Read with ORD 2 in order (CMT-02),
+#   twelve Reads, atomics, Flushes, Atomic Writes and a Verify on one word
+#   with ORD 2 against the server's IRD 2, in order and each result the
+#   word as the requests before it left it (CMT-02: they share the credits;
+#   one request beyond the server's IRD would get its Terminate);
 #   the refusals: a misaligned Atomic Write (EINVAL when posted), a wrong
 #   digest (IBV_WC_REM_OP_ERR, the Atomic Write behind it flushed and not
 #   performed), a Flush without the Flush right (IBV_WC_REM_ACCESS_ERR), a

@@ -19,7 +19,9 @@
 //!   [`RX_INLINE_MAX`] bytes are queued, otherwise in the work item (`lock_sock()`). It takes
 //!   the `rx` spinlock per chunk of received bytes, never across `tcp_read_sock()` (which may
 //!   send an ACK), and never sleeps. What needs a sleeping lock (moving the QP to ERROR) is
-//!   deferred to the work item.
+//!   deferred to the work item, and so is a long write-back of a Flush to persistence
+//!   ([`crate::responder::DeferredFlush`]): RX stops at the Flush until the work item wrote the
+//!   bytes back, with no lock held, and executed it ([`Conn::flush_work`]).
 //! - TX runs in the work item (`tx` mutex) on the device's high-priority queue ([`ConnQueue`]),
 //!   or in the doorbell's system call: it may sleep, and it is the only place that sends on the
 //!   socket but one: `data_ready` in softirq sends the responses to small Reads while TX holds
@@ -219,6 +221,8 @@ pub(crate) struct Conn {
     tx_blocked: AtomicFlag,
     /// `data_ready` left received bytes to the work item.
     rx_pending: AtomicFlag,
+    /// RX stopped at a Flush whose write-back the work item does.
+    flush_pending: AtomicFlag,
     /// Work items queued or running (up to the end of their passes, see [`Conn::stop`]).
     busy: Atomic<u32>,
     /// The device's connection queue ([`ConnQueue`]), which the work item runs on.
@@ -241,6 +245,7 @@ impl WorkItem for Conn {
     type Pointer = Arc<Conn>;
 
     fn run(this: Arc<Conn>) {
+        this.flush_work();
         this.rx_work();
         this.tx_work();
         this.busy.fetch_sub(1, Full);
@@ -324,6 +329,7 @@ impl Conn {
                 terminated: AtomicFlag::new(false),
                 tx_blocked: AtomicFlag::new(false),
                 rx_pending: AtomicFlag::new(false),
+                flush_pending: AtomicFlag::new(false),
                 busy: Atomic::new(0),
                 queue,
                 tx <- new_mutex!(tx, "rsiw_conn_tx"),
@@ -421,23 +427,62 @@ impl Conn {
         let Some((consumed, qp)) = this.rx.lock().chunk(&this.path, skb, &mut out) else {
             return 0;
         };
-        if out.deliver && completer::deliver(&this.path, &qp) {
-            out.kick = true;
+        Self::rx_report(this, &qp, &out, respond);
+        consumed
+    }
+
+    /// Reports what an RX pass did (`out`): delivers completed requests, posts the receive
+    /// completions, records a failure, or kicks the work item for what it has to do (a Flush
+    /// to execute, something to send). Any context; does not sleep.
+    ///
+    /// Responses to send are left to the caller if `respond` is given (the QP goes there),
+    /// else TX is kicked for them.
+    fn rx_report(
+        this: ArcBorrow<'_, Conn>,
+        qp: &ARef<Qp<RsiwDevice>>,
+        out: &RxOut,
+        respond: Option<&mut Option<ARef<Qp<RsiwDevice>>>>,
+    ) {
+        if out.defer {
+            this.flush_pending.store(true, Release);
         }
+        let kick = out.deliver && completer::deliver(&this.path, qp);
         for c in out.rq() {
-            RsiwQp::complete_rq(&qp, c);
+            RsiwQp::complete_rq(qp, c);
         }
         if let Some(f) = out.fail {
             Self::fail(this, f);
-        } else if out.kick {
+        } else if kick || out.kick || out.defer {
             Self::kick(this);
         } else if out.respond {
             match respond {
-                Some(r) => *r = Some(qp),
+                Some(r) => *r = Some(qp.clone()),
                 None => Self::kick(this),
             }
         }
-        consumed
+    }
+
+    /// The work item's part of a Flush to persistence RX stopped at
+    /// ([`crate::responder::DeferredFlush`]): writes its bytes back here, in process context
+    /// with no lock held, executes it under the RX engine's lock, and has RX go on past it
+    /// (the bytes after the Flush are still in the socket: [`Conn::rx_work`] reads them next).
+    /// The write-back stops early once the connection stops. Process context.
+    fn flush_work(self: &Arc<Self>) {
+        if !self.flush_pending.xchg(false, Full) || self.stopped.load(Acquire) {
+            return;
+        }
+        let Some(d) = self.rx.lock().take_flush() else {
+            return;
+        };
+        let written = crate::responder::write_back_deferred(&d, || self.stopped.load(Acquire));
+        let mut out = RxOut::new();
+        let qp = self.rx.lock().flush_done(&self.path, written, &mut out);
+        // The region reference goes here, not under the engine's lock.
+        drop(d);
+        self.rx_pending.store(true, Release);
+        if let Some(qp) = qp {
+            Self::rx_report(self.as_arc_borrow(), &qp, &out, None);
+        }
     }
 
     /// The work item's RX: reads what `data_ready` left to it. Process context.
@@ -457,6 +502,9 @@ impl Conn {
     /// item may not have read yet (bytes that arrived before the QP's RX was attached, or bulk
     /// data left to the work item). Process context.
     pub(crate) fn drain_rx(self: &Arc<Self>) {
+        // A Flush RX stopped at first, unless the work item is executing it (then it reads
+        // the rest after it).
+        self.flush_work();
         self.rx_pending.store(true, Release);
         self.rx_work();
     }

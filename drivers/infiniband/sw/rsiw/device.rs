@@ -258,6 +258,9 @@ struct FlushCounters {
     persistent: Atomic<u64>,
     /// Bytes of the CPU cache lines the Flushes to persistence wrote back to persistent memory.
     writeback_bytes: Atomic<u64>,
+    /// Of the Flushes to persistence, those whose write-back was too long for the RX path and
+    /// ran in the connection's work item (`responder::DeferredFlush`).
+    deferred: Atomic<u64>,
 }
 
 /// The QP numbers of a device and what they name (a QP reference; any value for KUnit).
@@ -360,19 +363,23 @@ impl RsiwDevice {
                 executed: Atomic::new(0),
                 persistent: Atomic::new(0),
                 writeback_bytes: Atomic::new(0),
+                deferred: Atomic::new(0),
             },
         })
     }
 
     /// Counts a Flush Request the responder executed: one to persistence (`persistent`) wrote
-    /// back the cache lines of `writeback_bytes` bytes.
-    pub(crate) fn count_flush(&self, persistent: bool, writeback_bytes: u64) {
+    /// back the cache lines of `writeback_bytes` bytes, in the work item if `deferred`.
+    pub(crate) fn count_flush(&self, persistent: bool, writeback_bytes: u64, deferred: bool) {
         self.flushes.executed.fetch_add(1, Relaxed);
         if persistent {
             self.flushes.persistent.fetch_add(1, Relaxed);
             self.flushes
                 .writeback_bytes
                 .fetch_add(writeback_bytes, Relaxed);
+        }
+        if deferred {
+            self.flushes.deferred.fetch_add(1, Relaxed);
         }
     }
 
@@ -496,14 +503,13 @@ impl Driver for RsiwDevice {
         HwCounter::new(c"flush_executed"),
         HwCounter::new(c"flush_persistent"),
         HwCounter::new(c"flush_writeback_bytes"),
+        HwCounter::new(c"flush_deferred"),
     ];
 
     fn hw_counters(dev: &Device<Self>, _port: u32, values: &mut [u64]) {
         let f = &dev.flushes;
-        for (v, c) in values
-            .iter_mut()
-            .zip([&f.executed, &f.persistent, &f.writeback_bytes])
-        {
+        let counters = [&f.executed, &f.persistent, &f.writeback_bytes, &f.deferred];
+        for (v, c) in values.iter_mut().zip(counters) {
             *v = c.load(Relaxed);
         }
     }

@@ -499,31 +499,62 @@ impl<M: Deref<Target = Mem>> Placement<M> {
     }
 }
 
+/// What a write-back of [`Placement::write_back_part`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WriteBack {
+    /// Bytes of the CPU cache lines covering all the flushed bytes
+    /// (`wire::commit::writeback_span` of them as they fall in the region's pages): what the
+    /// whole write-back writes back, for the device's counters.
+    pub(crate) bytes: u64,
+    /// Flushed bytes after the part just written back (0: it was the last part).
+    pub(crate) left: u64,
+}
+
 impl<M: Deref<Target = Mem>> Placement<M> {
     /// Writes back to persistent memory the bytes an RDMA Flush to persistence names: the
     /// checked range, or with `whole` the whole region (FLUSH-02: the checked range is then
     /// empty). The CPU cache lines covering them are written back
     /// ([`kernel::mm::pmem::write_back`], page by page), not ordered: call
-    /// [`kernel::mm::pmem::barrier`] after. Returns the bytes of those cache lines
-    /// (`wire::commit::writeback_span` of the range as it falls in the region's pages), for
-    /// the device's counters.
+    /// [`kernel::mm::pmem::barrier`] after. Returns the bytes of those cache lines, for the
+    /// device's counters. All at once: see [`Placement::write_back_part`] for a write-back in
+    /// pieces.
+    ///
+    /// Errors as [`Placement::write_back_part`]. Does not sleep.
+    pub(crate) fn write_back(&self, whole: bool) -> Result<u64> {
+        Ok(self.write_back_part(whole, 0, u64::MAX)?.bytes)
+    }
+
+    /// Writes back a part of the bytes of [`Placement::write_back`]: at most `max` of them,
+    /// from `at` bytes into them (a cache line across two parts is written back twice, which
+    /// changes nothing). A long write-back is so cut into parts, between which a caller in
+    /// process context can give the CPU away; with `max` 0 nothing is written back and the
+    /// result tells how much there is.
     ///
     /// Fails with `EOPNOTSUPP` unless the region (its current registration) is persistent
     /// memory (registered with `IB_ACCESS_FLUSH_PERSISTENT`, [`persistent`]), `ENOENT` if it
     /// was deregistered or invalidated meanwhile, `EINVAL` outside the region. Does not sleep
-    /// (the fast registration's spinlock is held while its pages are written back).
-    pub(crate) fn write_back(&self, whole: bool) -> Result<u64> {
+    /// (the fast registration's spinlock, or the RCU read lock that keeps a user region's pages,
+    /// is held while the part is written back).
+    pub(crate) fn write_back_part(&self, whole: bool, at: u64, max: u64) -> Result<WriteBack> {
         let line = u64::try_from(pmem::line_size()).map_err(|_| EINVAL)?;
-        // Region offset and length of the bytes, and where the region starts in its first page.
-        let span = |lead: u64, len: u64| -> Result<(u64, u64)> {
-            let (off, n) = if whole {
-                (0, len)
+        // The part: its region offset and length, where the region starts `lead` bytes into its
+        // first page and has `region_len` bytes.
+        let part = |lead: u64, region_len: u64| -> Result<(u64, usize, WriteBack)> {
+            let (off, len) = if whole {
+                (0, region_len)
             } else {
                 (self.off, self.len)
             };
             let first = lead.checked_add(off).ok_or(EINVAL)?;
-            let (_, bytes) = writeback_span(first, n, line).ok_or(EINVAL)?;
-            Ok((off, bytes))
+            let (_, bytes) = writeback_span(first, len, line).ok_or(EINVAL)?;
+            let at = at.min(len);
+            let n = max.min(len - at);
+            let wb = WriteBack {
+                bytes,
+                left: len - at - n,
+            };
+            let at = off.checked_add(at).ok_or(EINVAL)?;
+            Ok((at, usize::try_from(n).map_err(|_| EINVAL)?, wb))
         };
         match self.mem.kind {
             Kind::FastReg => {
@@ -532,15 +563,11 @@ impl<M: Deref<Target = Mem>> Placement<M> {
                 if !f.pmem {
                     return Err(EOPNOTSUPP);
                 }
-                let len = if whole {
-                    f.pages.active_len()
-                } else {
-                    self.len
-                };
-                let (off, bytes) = span(f.pages.active_offset(), f.pages.active_len())?;
-                f.pages
-                    .write_back(self.gen, off, usize::try_from(len).map_err(|_| EINVAL)?)?;
-                Ok(bytes)
+                let (off, n, wb) = part(f.pages.active_offset(), f.pages.active_len())?;
+                if n > 0 {
+                    f.pages.write_back(self.gen, off, n)?;
+                }
+                Ok(wb)
             }
             Kind::Dma => Err(EOPNOTSUPP),
             Kind::User => {
@@ -550,11 +577,11 @@ impl<M: Deref<Target = Mem>> Placement<M> {
                 let guard = self.mem.umem.try_access().ok_or(ENOENT)?;
                 let umem = guard.as_ref().ok_or(EOPNOTSUPP)?;
                 let lead = u64::try_from(umem.page_offset()).map_err(|_| EINVAL)?;
-                let (off, bytes) = span(lead, self.mem.len)?;
-                let len = if whole { self.mem.len } else { self.len };
-                let uoff = usize::try_from(off).map_err(|_| EINVAL)?;
-                umem.write_back(uoff, usize::try_from(len).map_err(|_| EINVAL)?)?;
-                Ok(bytes)
+                let (off, n, wb) = part(lead, self.mem.len)?;
+                if n > 0 {
+                    umem.write_back(usize::try_from(off).map_err(|_| EINVAL)?, n)?;
+                }
+                Ok(wb)
             }
         }
     }
@@ -1169,6 +1196,9 @@ mod tests {
             .map_err(|_| EINVAL)?;
         assert_eq!(p.write_back(false), Err(EOPNOTSUPP));
         assert_eq!(p.write_back(true), Err(EOPNOTSUPP));
+        // Nor in parts, nor asked how much there is (the deferral's question).
+        assert_eq!(p.write_back_part(true, 0, 0), Err(EOPNOTSUPP));
+        assert_eq!(p.write_back_part(false, 64, 64), Err(EOPNOTSUPP));
         // A DMA MR is never persistent memory.
         assert_eq!(
             t.add_dma_nocopy(pd, Rights::LOCAL_WRITE | Rights::FLUSH_PERSISTENT)

@@ -131,6 +131,9 @@ pub(crate) struct RxOut {
     /// An inbound request was queued: its response is to be sent (by TX, or by
     /// `data_ready` itself, see [`crate::tx::respond_bh`]).
     pub(crate) respond: bool,
+    /// RX stopped at a Flush whose write-back the work item does
+    /// ([`crate::responder::DeferredFlush`]).
+    pub(crate) defer: bool,
     /// Fail the connection so.
     pub(crate) fail: Option<Fail>,
 }
@@ -144,6 +147,7 @@ impl RxOut {
             deliver: false,
             kick: false,
             respond: false,
+            defer: false,
             fail: None,
         }
     }

@@ -15,7 +15,8 @@
 //! same way, when Delivered and so after every earlier Write of the stream was placed (RX
 //! places synchronously and in stream order): a Flush is a full memory barrier before its
 //! response is queued (global visibility), preceded for a Flush to persistence by the
-//! write-back of its bytes to persistent memory ([`persist`]); an Atomic Write one aligned
+//! write-back of its bytes to persistent memory ([`persist`], or past [`FLUSH_INLINE_MAX`]
+//! bytes in the connection's work item: [`DeferredFlush`]); an Atomic Write one aligned
 //! 64-bit store with release ordering, a Verify the CRC32c of the range compared with the Hash
 //! Value the request carries. The decisions that need no memory are the wire core's
 //! (`wire::commit`).
@@ -90,7 +91,27 @@ use kernel::{
 /// is bounded; a longer one fails as a Verify that cannot be performed (0/2/FF, D-02).
 pub(crate) const VERIFY_MAX_LEN: u64 = 1 << 20;
 
-/// An inbound request was Delivered: checks, executes and queues it. `body` is its fixed
+/// The most bytes of cache lines a Flush to persistence writes back in the RX path, 64 KiB
+/// (1024 lines of 64 bytes): RX runs in softirq, or in the work item under its spinlock with
+/// interrupts off, and a write-back costs about a `clwb` per line. A Flush that writes back
+/// more is deferred to the connection's work item ([`DeferredFlush`]).
+pub(crate) const FLUSH_INLINE_MAX: u64 = 64 * 1024;
+
+/// A Flush to persistence whose write-back is too long for the RX path ([`FLUSH_INLINE_MAX`]):
+/// checked, not yet executed. RX holds it and stops at the end of its request, consuming
+/// nothing more of the stream; the connection's work item writes the bytes back in process
+/// context, in parts with a yield point between them ([`write_back_deferred`]), then executes
+/// the Flush ([`finish_flush`]) and lets RX go on. So the Flush Response, and every later
+/// message of the stream (an Atomic Write or a Verify after the Flush, AWRITE-04 and
+/// VERIFY-06; any response queued behind it), still follow the write-back and its barrier,
+/// as for a Flush executed in the RX path (FLUSH-03, FLUSH-05).
+pub(crate) struct DeferredFlush {
+    target: crate::mem::Placement,
+    whole: bool,
+}
+
+/// An inbound request was Delivered: checks, executes and queues it, or (a long Flush to
+/// persistence) returns it checked, for the work item ([`DeferredFlush`]). `body` is its fixed
 /// RDMAP header, `hash` the payload of a Verify Request (empty for the others). Any error is
 /// the peer's: the Terminate it gets.
 pub(crate) fn request(
@@ -98,13 +119,13 @@ pub(crate) fn request(
     qp: &Qp<RsiwDevice>,
     body: &Body,
     hash: &[u8],
-) -> Result<(), RxError> {
+) -> Result<Option<DeferredFlush>, RxError> {
     match body {
-        Body::ReadRequest(r) => read_request(path, qp, r),
-        Body::AtomicRequest(r) => atomic_request(path, qp, r),
+        Body::ReadRequest(r) => read_request(path, qp, r).map(|()| None),
+        Body::AtomicRequest(r) => atomic_request(path, qp, r).map(|()| None),
         Body::FlushRequest(r) => flush_request(path, qp, r),
-        Body::AtomicWriteRequest(r) => atomic_write_request(path, qp, r),
-        Body::VerifyRequest(r) => verify_request(path, qp, r, hash),
+        Body::AtomicWriteRequest(r) => atomic_write_request(path, qp, r).map(|()| None),
+        Body::VerifyRequest(r) => verify_request(path, qp, r, hash).map(|()| None),
         // The parser decodes the body of the opcode it accepted.
         _ => Err(RxError::Term(
             TermCode::operation(RdmapCode::CatastrophicStream),
@@ -205,7 +226,14 @@ fn atomic_request(path: &Path, qp: &Qp<RsiwDevice>, r: &AtomicRequest) -> Result
 /// fails (the region went away meanwhile) is a Flush that cannot be performed (FLUSH-06,
 /// 0/2/FF). The device counts the Flushes executed and the bytes written back
 /// ([`RsiwDevice::count_flush`]).
-fn flush_request(path: &Path, qp: &Qp<RsiwDevice>, r: &FlushRequest) -> Result<(), RxError> {
+///
+/// A write-back of more than [`FLUSH_INLINE_MAX`] bytes is not done here: the Flush is returned
+/// checked ([`DeferredFlush`]) and executed in the work item.
+fn flush_request(
+    path: &Path,
+    qp: &Qp<RsiwDevice>,
+    r: &FlushRequest,
+) -> Result<Option<DeferredFlush>, RxError> {
     let plan = flush_plan(r).map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
     let mut need = Rights(0);
     if plan.global {
@@ -225,6 +253,16 @@ fn flush_request(path: &Path, qp: &Qp<RsiwDevice>, r: &FlushRequest) -> Result<(
         .mem()
         .check(path.pd(), r.sink.stag, need, to, len)
         .map_err(|f| refused(AccessTarget::Flush, f))?;
+    let whole = plan.scope == FlushScope::Region;
+    // How much to write back (nothing is written yet); a region that went away meanwhile
+    // fails below, in the RX path.
+    if plan.persistent
+        && target
+            .write_back_part(whole, 0, 0)
+            .is_ok_and(|w| w.bytes > FLUSH_INLINE_MAX)
+    {
+        return Ok(Some(DeferredFlush { target, whole }));
+    }
     let written = if plan.persistent {
         Some(persist(&target, plan.scope))
     } else {
@@ -236,7 +274,47 @@ fn flush_request(path: &Path, qp: &Qp<RsiwDevice>, r: &FlushRequest) -> Result<(
             None => 0,
         };
         mb(Full);
-        qp.device().count_flush(plan.persistent, bytes);
+        qp.device().count_flush(plan.persistent, bytes, false);
+        Ok(InRequest::Flush)
+    })
+    .map(|()| None)
+}
+
+/// The write-back of a [`DeferredFlush`], in the connection's work item (process context, no
+/// lock held): parts of [`FLUSH_INLINE_MAX`] bytes, with a yield point between them
+/// ([`pmem::cond_resched`]), then the pmem barrier, as [`persist`]. Returns the bytes of the
+/// cache lines written back. `cancel` is asked between the parts: once it says so (the
+/// connection stops) the write-back ends with `ECANCELED`, and the Flush is not executed.
+pub(crate) fn write_back_deferred(d: &DeferredFlush, cancel: impl Fn() -> bool) -> Result<u64> {
+    let mut at = 0u64;
+    loop {
+        let w = d.target.write_back_part(d.whole, at, FLUSH_INLINE_MAX)?;
+        if w.left == 0 {
+            pmem::barrier();
+            return Ok(w.bytes);
+        }
+        if cancel() {
+            return Err(ECANCELED);
+        }
+        pmem::cond_resched();
+        at = at.saturating_add(FLUSH_INLINE_MAX);
+    }
+}
+
+/// Executes a [`DeferredFlush`] once the work item wrote its bytes back (`written`, from
+/// [`write_back_deferred`]): as [`flush_request`] after its write-back, within IRD, a full
+/// memory barrier and the Flush Response queued; a failed write-back is 0/2/FF. Runs under the
+/// RX engine's lock, before RX consumes anything after the Flush. The device counts it as
+/// deferred too.
+pub(crate) fn finish_flush(
+    path: &Path,
+    qp: &Qp<RsiwDevice>,
+    written: Result<u64>,
+) -> Result<(), RxError> {
+    admit(path, || {
+        let bytes = written.map_err(|_| RxError::Term(commit_failure(), TermEcho::Ddp))?;
+        mb(Full);
+        qp.device().count_flush(true, bytes, true);
         Ok(InRequest::Flush)
     })
 }

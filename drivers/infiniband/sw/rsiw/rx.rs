@@ -27,7 +27,10 @@
 //! - the completer ([`crate::completer`]): a Read Response must continue the oldest
 //!   outstanding Read before its payload is placed;
 //! - receive placement ([`crate::recv`]): the Send variants, into receives;
-//! - the responder ([`crate::responder`]): inbound requests, once Delivered;
+//! - the responder ([`crate::responder`]): inbound requests, once Delivered; a Flush to
+//!   persistence too long for this context stops the engine at the end of its request, with
+//!   nothing more consumed, until the work item executed it ([`RxState::take_flush`],
+//!   [`RxState::flush_done`]);
 //! - a Terminate from the peer fails the connection (no Terminate is sent back).
 //!
 //! Any violation yields the Terminate the wire core or a role names; the TX work sends it
@@ -198,6 +201,18 @@ pub(crate) struct RxState {
     qp: Option<ARef<Qp<RsiwDevice>>>,
     /// Nothing is processed any more.
     stopped: bool,
+    /// A Flush the work item executes: nothing after it is processed until it is done.
+    flush: HeldFlush,
+}
+
+/// The Flush to persistence the engine stopped at ([`responder::DeferredFlush`]).
+enum HeldFlush {
+    /// None.
+    None,
+    /// Waiting for the work item.
+    Waiting(responder::DeferredFlush),
+    /// The work item writes it back.
+    Running,
 }
 
 impl RxState {
@@ -222,13 +237,58 @@ impl RxState {
             send_rtr: false,
             qp: Some(qp),
             stopped: false,
+            flush: HeldFlush::None,
         }
     }
 
     /// Stops the engine: nothing is processed any more. Returns the QP reference it held.
     pub(crate) fn stop(&mut self) -> Option<ARef<Qp<RsiwDevice>>> {
         self.stopped = true;
+        self.flush = HeldFlush::None;
         self.qp.take()
+    }
+
+    /// Takes the Flush the engine stopped at for the work item to write back
+    /// ([`responder::write_back_deferred`]); the engine stays stopped until
+    /// [`RxState::flush_done`].
+    pub(crate) fn take_flush(&mut self) -> Option<responder::DeferredFlush> {
+        match core::mem::replace(&mut self.flush, HeldFlush::Running) {
+            HeldFlush::Waiting(d) => Some(d),
+            other => {
+                self.flush = other;
+                None
+            }
+        }
+    }
+
+    /// The work item wrote back the Flush it took with [`RxState::take_flush`] (`written`):
+    /// executes it ([`responder::finish_flush`]: its response queued, or the Terminate in
+    /// `out`) and lets the engine go on past it. Returns the QP, to report `out` to once the
+    /// engine's lock is dropped; `None` once stopped.
+    pub(crate) fn flush_done(
+        &mut self,
+        path: &Path,
+        written: Result<u64>,
+        out: &mut RxOut,
+    ) -> Option<ARef<Qp<RsiwDevice>>> {
+        self.flush = HeldFlush::None;
+        if self.stopped {
+            return None;
+        }
+        let qp = self.qp.clone()?;
+        // As `chunk`: nothing is executed once the connection fails or the QP left RTS.
+        if self.failed || !matches!(qp.state(), QpState::Rts | QpState::Closing) {
+            return Some(qp);
+        }
+        match responder::finish_flush(path, &qp, written) {
+            Ok(()) => out.respond = true,
+            Err(e) => {
+                self.failed = true;
+                // The parser was fed nothing after the Flush: its Terminate echoes the Flush.
+                out.fail = Some(self.fail(e));
+            }
+        }
+        Some(qp)
     }
 
     /// Takes the receives being filled or held (to flush them), oldest first; returns their
@@ -464,8 +524,15 @@ impl RxState {
             (Role::Imm, Body::Immediate(imm)) => self.recv.imm_end(hdr, imm, out),
             (Role::Request, _) => {
                 let hash = hash.as_ref().map_or(&[][..], HashBuf::bytes);
-                responder::request(path, qp, &body, hash)?;
-                out.respond = true;
+                match responder::request(path, qp, &body, hash)? {
+                    None => out.respond = true,
+                    Some(d) => {
+                        // Stop here: nothing more of the stream is processed until the work
+                        // item executed the Flush.
+                        self.flush = HeldFlush::Waiting(d);
+                        out.defer = true;
+                    }
+                }
             }
             (Role::Response, _) => {
                 if let Some(seg) = &response {
@@ -490,7 +557,7 @@ impl RxState {
         let len = skb.len();
         let mut pos = 0usize;
         let local = |pos| (pos, Fail::local());
-        while pos < len && !out.full() {
+        while pos < len && !out.full() && !out.defer {
             let left = len - pos;
             let rem = self.parser.payload_remaining();
             if rem > 0 {
@@ -525,7 +592,7 @@ impl RxState {
             let dst = stage.get_mut(..n).ok_or_else(|| local(pos))?;
             skb.copy_to(pos, dst).map_err(|_| local(pos))?;
             let mut used = 0usize;
-            while used < n && self.parser.payload_remaining() == 0 && !out.full() {
+            while used < n && self.parser.payload_remaining() == 0 && !out.full() && !out.defer {
                 let input = stage.get(used..n).unwrap_or(&[]);
                 // A small FPDU whole in the copy (a latency-bound exchange) is taken in one
                 // step; anything else, or anything wrong with it, goes event by event.
@@ -578,6 +645,10 @@ impl RxState {
         // Completions are posted after the lock is dropped, and the connection may stop
         // meanwhile: a reference.
         let qp = self.qp.clone()?;
+        if !matches!(self.flush, HeldFlush::None) {
+            // Stopped at a Flush the work item executes: it reads the rest afterwards.
+            return Some((0, qp));
+        }
         let n = if self.failed || !matches!(qp.state(), QpState::Rts | QpState::Closing) {
             // Dropped: the connection is failing or the QP left RTS.
             skb.len()

@@ -1,0 +1,48 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# rsiw-test: vms=1 driver=rsiw provider=rsiw kernel=pmem nvdimm=128M timeout=900 long=1
+#
+# make bench's figures for the commit extensions on persistent memory (issue
+# 37), run by scripts/rsiw/bench.sh (and by make check-long, where it only
+# checks that every operation succeeds: it asserts no speed). As commit-pmem:
+# an emulated NVDIMM made a devdax namespace, rsiw with commit=1 on a veth
+# pair in one VM, tests/provider/siw_pmem.c's bench-server registering 4 MiB
+# of the devdax mapping; its bench client measures, $ITERS times each after
+# a warm-up, the latency of a 64-byte Write with a Flush to persistence of
+# it, with a Flush to global visibility, with a 1-byte Read of it (the
+# Read-after-Write idiom a Flush replaces), and of an Atomic Write alone;
+# then the Atomic Write rate, 8 posted at once. It prints
+# "siw_pmem bench: NAME MEDIAN_US MEAN_US" and "siw_pmem bench:
+# atomic_write_rate OPS_PER_S". The pmem kernel is the light debug kernel
+# (lockdep, kmemleak) with NVDIMM drivers: compare the figures of one run
+# with each other, not with the bench kernel's.
+. /rsiw/tests/vm/lib.sh
+. /rsiw/tests/vm/pmem.sh
+
+[ "$RSIW_DRIVER" = rsiw ] || skip "rsiw only (siw has no RDMA Flush)"
+[ "$RSIW_PROVIDER" = rsiw ] || die "this case needs the patched provider"
+ITERS=1000
+
+pmem_up
+pmem_devdax
+run modprobe rsiw commit=1
+veth_pair veth0 veth1
+run ip addr add 10.77.0.1/24 dev veth0
+rsiw_up veth0
+
+"$RSIW_PROVIDER_DIR/bin/siw_pmem" bench-server 10.77.0.1 19601 "$PMEM_DAX" \
+	>"$RSIW_OUT/bench-server.log" 2>&1 &
+spid=$!
+wait_for 30 grep -q "listening" "$RSIW_OUT/bench-server.log" ||
+	die "the server did not listen: $(cat "$RSIW_OUT/bench-server.log")"
+rc=0
+timeout 600 "$RSIW_PROVIDER_DIR/bin/siw_pmem" bench 10.77.0.1 19601 "$ITERS" \
+	>"$RSIW_OUT/bench-client.log" 2>&1 || rc=$?
+src=0
+wait_for 30 eval '! kill -0 $spid 2>/dev/null' || kill "$spid" 2>/dev/null || true
+wait "$spid" || src=$?
+cat "$RSIW_OUT/bench-server.log" "$RSIW_OUT/bench-client.log"
+[ "$rc" = 0 ] || die "siw_pmem bench: exit status $rc"
+[ "$src" = 0 ] || die "siw_pmem bench-server: exit status $src"
+grep -q "siw_pmem bench: done" "$RSIW_OUT/bench-client.log" || die "the bench did not finish"
+pass
