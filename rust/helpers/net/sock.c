@@ -222,15 +222,13 @@ __rust_helper int rust_helper_ip6_sock_set_v6only(struct sock *sk)
 
 /*
  * For a socket on the memory reclaim path (as in nvme-tcp, drbd or the sunrpc
- * transports): its buffers are allocated with gfp, and sk_page_frag() never
- * hands out current->task_frag, which a send that entered direct reclaim may
- * be using already. Under the socket lock, as TCP reads both under it.
+ * transports): its buffers are allocated with gfp. Under the socket lock, as
+ * TCP reads it under it.
  */
 __rust_helper void rust_helper_sk_set_allocation(struct sock *sk, gfp_t gfp)
 {
 	lock_sock(sk);
 	WRITE_ONCE(sk->sk_allocation, gfp);
-	WRITE_ONCE(sk->sk_use_task_frag, false);
 	release_sock(sk);
 }
 

@@ -351,18 +351,20 @@ impl TcpSocket {
     }
 
     /// Prepares the socket for use on the memory reclaim path: it allocates its buffers with
-    /// `gfp` (`sk->sk_allocation`), and never with the calling task's page fragment
-    /// (`sk->sk_use_task_frag = false`).
+    /// `gfp` (`sk->sk_allocation`).
     ///
     /// A socket that block or file system IO goes through (a storage transport, or an RDMA
     /// provider that storage ULPs such as NVMe-oF and NFS run over) must not allocate with
     /// `GFP_KERNEL`: direct reclaim could then wait for IO over the same socket. Such sockets
     /// use [`GFP_NOIO`] (as drbd's and nbd's do; nvme-tcp's use [`GFP_ATOMIC`]). The task's
-    /// page fragment may already be in use by a send of the same task that entered reclaim.
-    /// May sleep (takes the socket lock).
+    /// page fragment (`sk->sk_use_task_frag`) is left as it is: those drivers turn it off
+    /// because they send from the context of whichever task submitted the IO, which may have
+    /// entered reclaim in the middle of a send of its own; a user that sends only from its
+    /// own work items and system calls need not, and saves the socket's own fragment (up to
+    /// 32 KiB a socket). May sleep (takes the socket lock).
     pub fn set_allocation(&self, gfp: Flags) {
-        // SAFETY: `sk` is valid; the helper takes the socket lock and only stores the two
-        // fields, which TCP reads under that lock or with `READ_ONCE`.
+        // SAFETY: `sk` is valid; the helper takes the socket lock and only stores the field,
+        // which TCP reads under that lock or with `READ_ONCE`.
         unsafe { bindings::sk_set_allocation(self.sk().as_ptr(), gfp.as_raw()) }
     }
 

@@ -528,11 +528,11 @@ fn round(family: Family, spliced: &Page) -> Result {
     check!((listener.sock.attach(listener.clone())) == (Err(EBUSY)));
 
     // Client: small send buffer, non-blocking connect completed via state_change; its buffers
-    // allocated as on the memory reclaim path, the page fragment its own.
+    // allocated as on the memory reclaim path, the task's page fragment still allowed.
     let client = TcpSocket::new_kern(family)?;
     check!((client.allocation_raw()) == (GFP_KERNEL.as_raw(), true));
     client.set_allocation(GFP_NOIO);
-    check!((client.allocation_raw()) == (GFP_NOIO.as_raw(), false));
+    check!((client.allocation_raw()) == (GFP_NOIO.as_raw(), true));
     client.set_nodelay();
     client.set_keepalive();
     client.set_sndbuf(4096)?;
@@ -676,7 +676,7 @@ fn round(family: Family, spliced: &Page) -> Result {
     check!(wait_for(|| cconn.write_space.load(Relaxed) > 0));
     check!((sconn.received()) == (TOTAL + sent));
     // The flags stay what they were set to; the accepted socket has the default ones.
-    check!((client.allocation_raw()) == (GFP_NOIO.as_raw(), false));
+    check!((client.allocation_raw()) == (GFP_NOIO.as_raw(), true));
     check!((server.allocation_raw()) == (GFP_KERNEL.as_raw(), true));
     check!((sconn.rx.lock().errors) == (0));
 
