@@ -343,12 +343,7 @@ static void conn_close(struct conn *c)
 	complete(c, "done");
 	expect(c, "done", 9, IBV_WC_SEND);
 	rdma_disconnect(c->id);
-	c->id->qp = NULL;
-	ibv_destroy_qp(c->qp);
-	ibv_dereg_mr(c->mr);
-	ibv_destroy_cq(c->cq);
-	ibv_dealloc_pd(c->pd);
-	rdma_destroy_ep(c->id);
+	qpx_teardown(c->id, c->qp, c->mr, c->cq, c->pd);
 	free(c->b);
 }
 
