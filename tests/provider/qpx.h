@@ -92,6 +92,22 @@ static inline struct ibv_mr *qpx_connect(struct rdma_cm_id *id, struct ibv_qp *q
 	return mr;
 }
 
+/*
+ * Undoes qpx_prepare() and qpx_connect() (after rdma_disconnect(), if the
+ * caller disconnects): the QP, the registration, the CQ, the PD, the id.
+ */
+static inline void qpx_teardown(struct rdma_cm_id *id, struct ibv_qp *qp,
+				struct ibv_mr *mr, struct ibv_cq *cq,
+				struct ibv_pd *pd)
+{
+	id->qp = NULL;
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	rdma_destroy_ep(id);
+}
+
 /* size zeroed bytes */
 static inline void *qpx_zalloc(size_t size)
 {

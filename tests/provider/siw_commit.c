@@ -394,12 +394,7 @@ static void conn_close(struct conn *c, int graceful)
 {
 	if (graceful)
 		rdma_disconnect(c->id);
-	c->id->qp = NULL;
-	ibv_destroy_qp(c->qp);
-	ibv_dereg_mr(c->mr);
-	ibv_destroy_cq(c->cq);
-	ibv_dealloc_pd(c->pd);
-	rdma_destroy_ep(c->id);
+	qpx_teardown(c->id, c->qp, c->mr, c->cq, c->pd);
 	free(c->b);
 }
 

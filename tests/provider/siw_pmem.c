@@ -329,6 +329,24 @@ static void conn_open(struct conn *c, const char *addr, const char *port)
 		fail("the server's region has %" PRIu64 " bytes", c->info.len);
 }
 
+/*
+ * The end of a client: the done message (the server checks its memory, then
+ * disconnects), and the teardown of everything conn_open() made.
+ */
+static void conn_close(struct conn *c)
+{
+	memcpy(c->b->done.tag, "done", 5);
+	ibv_wr_start(c->qpx);
+	wr(c, 9);
+	ibv_wr_send(c->qpx);
+	ibv_wr_set_sge(c->qpx, c->mr->lkey, (uintptr_t)&c->b->done, sizeof(c->b->done));
+	complete(c, "done");
+	expect(c, "done", 9, IBV_WC_SEND);
+	rdma_disconnect(c->id);
+	qpx_teardown(c->id, c->qp, c->mr, c->cq, c->pd);
+	free(c->b);
+}
+
 static int client(const char *addr, const char *port, const char *dev)
 {
 	struct counters a, b;
@@ -464,23 +482,7 @@ static int client(const char *addr, const char *port, const char *dev)
 	expect_delta("AWRITE-04", a, b, 1, 1, REGION, 1);
 	pass("AWRITE-04", "Write, deferred Flush, Atomic Write and Read in one batch, in order");
 
-	/* The done message: the server checks its memory */
-	memcpy(c.b->done.tag, "done", 5);
-	ibv_wr_start(c.qpx);
-	wr(&c, 9);
-	ibv_wr_send(c.qpx);
-	ibv_wr_set_sge(c.qpx, c.mr->lkey, (uintptr_t)&c.b->done, sizeof(c.b->done));
-	complete(&c, "done");
-	expect(&c, "done", 9, IBV_WC_SEND);
-	/* The server disconnects once it has checked its memory */
-	rdma_disconnect(c.id);
-	c.id->qp = NULL;
-	ibv_destroy_qp(c.qp);
-	ibv_dereg_mr(c.mr);
-	ibv_destroy_cq(c.cq);
-	ibv_dealloc_pd(c.pd);
-	rdma_destroy_ep(c.id);
-	free(c.b);
+	conn_close(&c);
 	printf(PROG " client: all checks passed\n");
 	return 0;
 }
@@ -616,21 +618,7 @@ static int bench(const char *addr, const char *port, int iters)
 	}
 	dt = now_us() - t0;
 	printf(PROG " bench: atomic_write_rate %.0f\n", i / dt * 1e6);
-	memcpy(c.b->done.tag, "done", 5);
-	ibv_wr_start(c.qpx);
-	wr(&c, 9);
-	ibv_wr_send(c.qpx);
-	ibv_wr_set_sge(c.qpx, c.mr->lkey, (uintptr_t)&c.b->done, sizeof(c.b->done));
-	complete(&c, "done");
-	expect(&c, "done", 9, IBV_WC_SEND);
-	rdma_disconnect(c.id);
-	c.id->qp = NULL;
-	ibv_destroy_qp(c.qp);
-	ibv_dereg_mr(c.mr);
-	ibv_destroy_cq(c.cq);
-	ibv_dealloc_pd(c.pd);
-	rdma_destroy_ep(c.id);
-	free(c.b);
+	conn_close(&c);
 	free(t);
 	printf(PROG " bench: done\n");
 	return 0;

@@ -97,3 +97,29 @@ pmem_dax_device() {
 	} >&2
 	echo "$PMEM_DAX"
 }
+
+# siw_pmem_run TAG SECONDS SERVER_ARGS... -- CLIENT_ARGS...: runs
+# tests/provider/siw_pmem's server (logs in $RSIW_OUT/TAG-server.log) and,
+# once it listens, its client (TAG-client.log) for at most SECONDS; prints
+# both logs and dies if either exits non-zero. The case checks their last
+# lines.
+siw_pmem_run() {
+	local tag=$1 t=$2 sargs=() spid rc=0 src=0
+	local bin=$RSIW_PROVIDER_DIR/bin/siw_pmem slog=$RSIW_OUT/$1-server.log
+	shift 2
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		sargs+=("$1")
+		shift
+	done
+	shift
+	"$bin" "${sargs[@]}" >"$slog" 2>&1 &
+	spid=$!
+	wait_for 30 grep -q "listening" "$slog" ||
+		die "the server did not listen: $(cat "$slog")"
+	timeout "$t" "$bin" "$@" >"$RSIW_OUT/$tag-client.log" 2>&1 || rc=$?
+	wait_for 30 eval '! kill -0 $spid 2>/dev/null' || kill "$spid" 2>/dev/null || true
+	wait "$spid" || src=$?
+	cat "$slog" "$RSIW_OUT/$tag-client.log"
+	[ "$rc" = 0 ] || die "siw_pmem $tag client: exit status $rc"
+	[ "$src" = 0 ] || die "siw_pmem $tag server: exit status $src"
+}

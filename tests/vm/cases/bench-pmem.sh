@@ -30,19 +30,6 @@ veth_pair veth0 veth1
 run ip addr add 10.77.0.1/24 dev veth0
 rsiw_up veth0
 
-"$RSIW_PROVIDER_DIR/bin/siw_pmem" bench-server 10.77.0.1 19601 "$PMEM_DAX" \
-	>"$RSIW_OUT/bench-server.log" 2>&1 &
-spid=$!
-wait_for 30 grep -q "listening" "$RSIW_OUT/bench-server.log" ||
-	die "the server did not listen: $(cat "$RSIW_OUT/bench-server.log")"
-rc=0
-timeout 600 "$RSIW_PROVIDER_DIR/bin/siw_pmem" bench 10.77.0.1 19601 "$ITERS" \
-	>"$RSIW_OUT/bench-client.log" 2>&1 || rc=$?
-src=0
-wait_for 30 eval '! kill -0 $spid 2>/dev/null' || kill "$spid" 2>/dev/null || true
-wait "$spid" || src=$?
-cat "$RSIW_OUT/bench-server.log" "$RSIW_OUT/bench-client.log"
-[ "$rc" = 0 ] || die "siw_pmem bench: exit status $rc"
-[ "$src" = 0 ] || die "siw_pmem bench-server: exit status $src"
+siw_pmem_run bench 600 bench-server 10.77.0.1 19601 "$PMEM_DAX" -- bench 10.77.0.1 19601 "$ITERS"
 grep -q "siw_pmem bench: done" "$RSIW_OUT/bench-client.log" || die "the bench did not finish"
 pass

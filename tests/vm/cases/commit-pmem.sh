@@ -71,20 +71,7 @@ assert_eq "$before" "flush_executed=0 flush_persistent=0 flush_writeback_bytes=0
 	"the counters before"
 
 dmesg -C
-"$RSIW_PROVIDER_DIR/bin/siw_pmem" server 10.77.0.1 19600 "$PMEM_DAX" \
-	>"$RSIW_OUT/siw_pmem-server.log" 2>&1 &
-spid=$!
-wait_for 30 grep -q "listening" "$RSIW_OUT/siw_pmem-server.log" ||
-	die "the server did not listen: $(cat "$RSIW_OUT/siw_pmem-server.log")"
-rc=0
-timeout 120 "$RSIW_PROVIDER_DIR/bin/siw_pmem" client 10.77.0.1 19600 "$DEV" \
-	>"$RSIW_OUT/siw_pmem-client.log" 2>&1 || rc=$?
-src=0
-wait_for 30 eval '! kill -0 $spid 2>/dev/null' || kill "$spid" 2>/dev/null || true
-wait "$spid" || src=$?
-cat "$RSIW_OUT/siw_pmem-server.log" "$RSIW_OUT/siw_pmem-client.log"
-[ "$rc" = 0 ] || die "siw_pmem client: exit status $rc"
-[ "$src" = 0 ] || die "siw_pmem server: exit status $src"
+siw_pmem_run siw_pmem 120 server 10.77.0.1 19600 "$PMEM_DAX" -- client 10.77.0.1 19600 "$DEV"
 grep -q "siw_pmem client: all checks passed" "$RSIW_OUT/siw_pmem-client.log" ||
 	die "the client did not finish"
 grep -q "siw_pmem server: all checks passed" "$RSIW_OUT/siw_pmem-server.log" ||
