@@ -304,6 +304,29 @@ static void complete(struct conn *c, const char *check)
 	qpx_complete(c->qpx, check);
 }
 
+/*
+ * One Flush alone (wr_id id) of len bytes at addr, and its completion; the
+ * counters must move by that Flush, persistent (0 or 1) of them to
+ * persistence, bytes written back and deferred (0 or 1). *ctr: the counters
+ * before, then after.
+ */
+static void flush_one(struct conn *c, const char *check, uint64_t id,
+		      uint64_t addr, size_t len, uint8_t type, uint8_t level,
+		      struct counters *ctr, uint64_t persistent, uint64_t bytes,
+		      uint64_t deferred)
+{
+	struct counters after;
+
+	ibv_wr_start(c->qpx);
+	wr(c, id);
+	ibv_wr_flush(c->qpx, c->info.rkey, addr, len, type, level);
+	complete(c, check);
+	expect(c, check, id, IBV_WC_FLUSH);
+	after = read_counters();
+	expect_delta(check, *ctr, after, 1, persistent, bytes, deferred);
+	*ctr = after;
+}
+
 static void conn_open(struct conn *c, const char *addr, const char *port)
 {
 	struct rdma_conn_param p = rc_param(4);
@@ -377,48 +400,20 @@ static int client(const char *addr, const char *port, const char *dev)
 	pass("FLUSH-08", "Write, Flush to persistence of 100 bytes: their 3 cache lines written back");
 
 	/* The whole region, the range ignored */
-	a = b;
-	ibv_wr_start(c.qpx);
-	wr(&c, 3);
-	ibv_wr_flush(c.qpx, c.info.rkey, 0xdead0000beefULL, 17,
-		     IBV_FLUSH_PERSISTENT, IBV_FLUSH_MR);
-	complete(&c, "FLUSH-02");
-	expect(&c, "FLUSH-02", 3, IBV_WC_FLUSH);
-	b = read_counters();
-	expect_delta("FLUSH-02", a, b, 1, 1, REGION, 1);
+	flush_one(&c, "FLUSH-02", 3, 0xdead0000beefULL, 17, IBV_FLUSH_PERSISTENT,
+		  IBV_FLUSH_MR, &b, 1, REGION, 1);
 	pass("FLUSH-02", "Flush to persistence of the whole region: all of it written back, deferred");
 
 	/* The RX path's limit: 64 KiB of lines there, a line more deferred */
-	a = b;
-	ibv_wr_start(c.qpx);
-	wr(&c, 20);
-	ibv_wr_flush(c.qpx, c.info.rkey, c.info.addr + B_OFF, INLINE_MAX,
-		     IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
-	complete(&c, "FLUSH-05");
-	expect(&c, "FLUSH-05", 20, IBV_WC_FLUSH);
-	b = read_counters();
-	expect_delta("FLUSH-05", a, b, 1, 1, INLINE_MAX, 0);
-	a = b;
-	ibv_wr_start(c.qpx);
-	wr(&c, 21);
-	ibv_wr_flush(c.qpx, c.info.rkey, c.info.addr + B_OFF + 1, INLINE_MAX,
-		     IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
-	complete(&c, "FLUSH-05");
-	expect(&c, "FLUSH-05", 21, IBV_WC_FLUSH);
-	b = read_counters();
-	expect_delta("FLUSH-05", a, b, 1, 1, INLINE_MAX + LINE, 1);
+	flush_one(&c, "FLUSH-05", 20, c.info.addr + B_OFF, INLINE_MAX,
+		  IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE, &b, 1, INLINE_MAX, 0);
+	flush_one(&c, "FLUSH-05", 21, c.info.addr + B_OFF + 1, INLINE_MAX,
+		  IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE, &b, 1, INLINE_MAX + LINE, 1);
 	pass("FLUSH-05", "64 KiB of cache lines written back in the RX path, a line more deferred");
 
 	/* Global visibility only: nothing written back */
-	a = b;
-	ibv_wr_start(c.qpx);
-	wr(&c, 4);
-	ibv_wr_flush(c.qpx, c.info.rkey, c.info.addr + W_OFF, W_LEN,
-		     IBV_FLUSH_GLOBAL, IBV_FLUSH_RANGE);
-	complete(&c, "FLUSH-08");
-	expect(&c, "FLUSH-08", 4, IBV_WC_FLUSH);
-	b = read_counters();
-	expect_delta("FLUSH-08", a, b, 1, 0, 0, 0);
+	flush_one(&c, "FLUSH-08", 4, c.info.addr + W_OFF, W_LEN, IBV_FLUSH_GLOBAL,
+		  IBV_FLUSH_RANGE, &b, 0, 0, 0);
 	pass("FLUSH-08", "Flush to global visibility: nothing written back");
 
 	/* Writes and a persistent Flush in one batch, then a Read */
