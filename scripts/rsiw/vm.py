@@ -509,7 +509,11 @@ def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,
     argv = ["qemu-system-x86_64", "-nodefaults", "-no-user-config",
             "-display", "none", "-vga", "none", "-no-reboot",
             "-machine", machine, "-accel", accel, "-cpu", "max,la57=off" if accel == "tcg" else "host",
-            "-smp", str(smp), "-m", memory,
+            # One socket per vCPU: the kernels boot without ACPI (or with
+            # acpi=off) and find their CPUs in SeaBIOS's MP table, which
+            # lists one logical CPU per package; "-smp 2" is one socket with
+            # two cores since QEMU 6.2, so the guest saw one CPU.
+            "-smp", f"{smp},sockets={smp}", "-m", memory,
             "-kernel", str(kernel.bzimage), "-append", cmdline,
             "-device", "virtio-rng-pci"] + nvdimm + nvme_argv(vm, out) + console
     shares = [("rsiwroot", root, True), ("rsiwguest", SCRIPTS / "guest", True),
