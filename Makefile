@@ -69,12 +69,12 @@ check-host:
 check-series: setup
 	$(S)/series.sh check
 
-check-vm: kernel-light kernel kernel-bench rootfs
+check-vm: kernel-light kernel kernel-bench kernel-pmem rootfs
 	tests/vm/run $(T)
 
 # The cases on the pmem kernel that are short (an emulated NVDIMM, the memory
-# controller, a subset of blktests' nvme/); they are long=1, so make
-# check-long runs them too.
+# controller, a subset of blktests' nvme/): make check runs the blktests
+# subset, make check-long all of them.
 PMEM_CASES ?= pmem-devdax commit-pmem cq-memcg blktests-nvme-short
 check-pmem: kernel-pmem rootfs
 	tests/vm/run --long $(PMEM_CASES)

@@ -19,6 +19,8 @@ PKGS=(
 	libelf-dev libssl-dev
 	clang-19 lld-19 llvm-19 libclang-19-dev
 	debootstrap
+	# blktests' helpers (tests/vm/blktests-prepare.sh)
+	g++ liburing-dev
 )
 BPO_PKGS=(qemu-system-x86)
 BINDGEN_MIN=0.71.1

@@ -10,8 +10,8 @@
 #
 # blktests is not part of this repository: it is the unmodified copy at
 # $RSIW_BLKTESTS, or else ../shared/third_party/blktests next to the
-# checkout (or, in a git worktree, next to its main checkout; see that
-# directory's README). Without it the case skips (exit
+# checkout (or, in a git worktree, next to its main checkout; in a clone of
+# a local checkout, next to that checkout; see that directory's README). Without it the case skips (exit
 # 77, the reason on the last line). The guest root has no compiler, so src/
 # is built here with the host's gcc and g++ (Debian 12's glibc is older
 # than the guest's, so the binaries run there), once per blktests version:
@@ -21,10 +21,15 @@ set -euo pipefail
 
 run=${1:?usage: $0 RUNDIR}
 src=${RSIW_BLKTESTS:-$RSIW_TOP/../shared/third_party/blktests}
-# In a git worktree, ../shared is next to the main checkout.
+# In a git worktree, ../shared is next to the main checkout; in a clone of a
+# local checkout (a CI's clean clone), next to the checkout it came from.
 if [ -z "${RSIW_BLKTESTS:-}" ] && [ ! -x "$src/check" ]; then
 	common=$(git -C "$RSIW_TOP" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
 	[ -z "$common" ] || src=$(dirname "$common")/../shared/third_party/blktests
+fi
+if [ -z "${RSIW_BLKTESTS:-}" ] && [ ! -x "$src/check" ]; then
+	origin=$(git -C "$RSIW_TOP" remote get-url origin 2>/dev/null || true)
+	[ ! -d "$origin" ] || src=$origin/../shared/third_party/blktests
 fi
 if [ ! -x "$src/check" ] || [ ! -d "$src/tests/nvme" ]; then
 	echo "no blktests at $src (set RSIW_BLKTESTS to a blktests checkout)"

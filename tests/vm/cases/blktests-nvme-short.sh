@@ -1,14 +1,13 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=siw kernel=pmem smp=2 mem=2048 timeout=1200 long=1 prepare=tests/vm/blktests-prepare.sh
+# rsiw-test: vms=2 a=rsiw b=siw kernel=pmem smp=2 mem=2048 timeout=1200 prepare=tests/vm/blktests-prepare.sh
 #
 # A short part of blktests' nvme/ group (NVMET_TRTYPES=rdma; see
 # blktests-nvme), on a block device backend only: a target and a host over
 # the soft-RDMA device with UUID namespace descriptors (004), a host (008),
 # fio verification of the data path (010, 20 s), a Flush from the host (014)
 # and controller deletion right after setup (031), on rsiw (VM a) and C siw
-# (VM b). It runs in make check-pmem and make check-long (it needs the pmem
-# kernel, which make check does not build).
+# (VM b): blktests' part of make check (about 3 minutes).
 . /rsiw/tests/vm/lib.sh
 . /rsiw/tests/vm/blktests.sh
 
