@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=siw kernel=pmem smp=2 mem=2048 timeout=1200 prepare=tests/vm/blktests-prepare.sh
+# rsiw-test: vms=2 a=rsiw b=siw kernel=pmem mem=2048 timeout=1200 prepare=tests/vm/blktests-prepare.sh
 #
 # A short part of blktests' nvme/ group (NVMET_TRTYPES=rdma; see
 # blktests-nvme), on a block device backend only: a target and a host over

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=1 driver=rsiw timeout=600 kernel=debug
+# rsiw-test: vms=1 driver=rsiw timeout=600 kernel=debug smp=2
 #
 # A QP destroyed between the iw_cm's iw_get_qp and iw_add_ref (issue 38,
 # item 3). rsiw must hand the lookup's reference over to the iw_cm, so that
