@@ -34,7 +34,8 @@ const RETIRED_MAX: usize = 64;
 struct Retired<T: Send + Sync + 'static> {
     /// From `start_poll_synchronize_rcu()`, taken after the entry's removal.
     cookie: ffi::c_ulong,
-    entry: Arc<T>,
+    /// Never read: held so that the entry is dropped only with this record.
+    _entry: Arc<T>,
 }
 
 /// Returns a cookie for a grace period that starts now, and makes sure one starts
@@ -162,7 +163,7 @@ impl<T: Send + Sync + 'static> IndexTable<T> {
         }
         // INVARIANT: After the removal, under the lock, so after the cookies already waiting.
         let cookie = start_poll();
-        if let Err(PushError(r)) = retired.push_within_capacity(Retired { cookie, entry }) {
+        if let Err(PushError(r)) = retired.push_within_capacity(Retired { cookie, _entry: entry }) {
             // Cannot happen: room was reserved.
             rcu::synchronize_rcu();
             self.waits.fetch_add(1, Relaxed);
