@@ -77,6 +77,7 @@ bt_setup() {
 	fi
 	sed 's/^/  [config] /' "$BT/config"
 	bt_static_nodes
+	bt_disk_driver
 	[ -e /proc/config.gz ] || log "warning: no /proc/config.gz (CONFIG_IKCONFIG_PROC)"
 	[ "${BT_UDEV:-0}" != 1 ] || bt_udev
 }
@@ -96,6 +97,20 @@ bt_static_nodes() {
 		mkdir -p "$(dirname "/dev/$node")"
 		run mknod -m 0600 "/dev/$node" "$t" "${dev%%:*}" "${dev##*:}"
 	done <"/lib/modules/$(uname -r)/modules.devname"
+}
+
+# bt_disk_driver: load sd_mod, as udev does on a booted system when the first
+# SCSI disk appears (its modalias, scsi:t-0x00): without it the scsi_debug
+# disk of nvme/065 gets no block device. It also holds scsi_mod, which
+# blktests' reload of scsi_debug (_init_scsi_debug: modprobe --remove, which
+# takes scsi_mod with it when nothing else holds it, then modprobe) would
+# otherwise unload and load anew: the 7.3 kernel never releases a removed
+# scsi_debug host (its scsi_tmf_N workqueue and host number stay), and a
+# fresh scsi_mod numbers hosts from 0 again, so the next host's scsi_tmf_0
+# is a duplicate, a console splat, and scsi_debug has no host
+# (rsiw-testing.rst, blktests, nvme/065).
+bt_disk_driver() {
+	run modprobe sd_mod
 }
 
 # bt_udev: start udevd (systemd's, without systemd) and replay the devices
