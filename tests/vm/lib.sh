@@ -133,6 +133,13 @@ rdma_netdev() { rdma link show "$1/1" | awk '{ for (i = 1; i < NF; i++) if ($i =
 has_dev() { rdma link show "$1/1" >/dev/null 2>&1; }
 state_is() { [ "$(rdma_state "$1")" = "$2" ]; }
 
+# hw_counter NAME [DEV]: the hardware counter NAME of DEV/1 (rdma statistic);
+# empty if the device has no such counter.
+hw_counter() {
+	rdma statistic show link "${2:-$DEV}/1" | tr '\n' ' ' |
+		grep -Eo "(^| )$1[[:space:]]+[0-9]+" | awk '{ print $2 }'
+}
+
 # wait_state DEV STATE [SECONDS]
 wait_state() {
 	wait_for "${3:-10}" state_is "$1" "$2" ||

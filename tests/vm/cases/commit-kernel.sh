@@ -16,8 +16,10 @@
 # DRAM, Flush without the Flushable right, Flush one byte out of bounds
 # (IB_WC_REM_ACCESS_ERR), a misaligned Atomic Write and one without remote
 # write (an error); the target is unchanged and both QPs go to ERROR. Bad
-# Flush flags and a 4-byte Atomic Write are refused when posted. Last, rsiw
-# is reloaded with commit=0: no capability, and both opcodes refused.
+# Flush flags and a 4-byte Atomic Write are refused when posted. The Flush and
+# Atomic Write Responses went from data_ready in softirq (the hardware counter
+# bh_qn3_responses counts them). Last, rsiw is reloaded with commit=0: no
+# capability, and both opcodes refused.
 . /rsiw/tests/vm/lib.sh
 
 [ "$RSIW_DRIVER" = rsiw ] || skip "the commit extensions are rsiw's"
@@ -58,6 +60,10 @@ done
 # The refusal of IB_ACCESS_FLUSH_PERSISTENT says why.
 assert_match "$(dmesg)" "IB_ACCESS_FLUSH_PERSISTENT refused: the region is not persistent memory" \
 	"the FLUSH_PERSISTENT log line"
+# Responses sent from data_ready (tx::respond_bh), QN 3 ones among them.
+bh=$(hw_counter bh_qn3_responses)
+log "bh_qn3_responses=$bh bh_read_responses=$(hw_counter bh_read_responses)"
+[ -n "$bh" ] && [ "$bh" -gt 0 ] || die "no QN 3 response was sent from data_ready (bh_qn3_responses=$bh)"
 
 run rdma link delete "$DEV"
 run modprobe -r rsiw

@@ -17,7 +17,11 @@
 #   that does not belong, a wrong result SGE, too many SGEs, too much inline
 #   data, a flag, an opcode the context did not get), one per connection:
 #   each completes with its exact status (Documentation/infiniband/
-#   rsiw-abi.rst, "What the driver checks"), and the console stays clean.
+#   rsiw-abi.rst, "What the driver checks"), and the console stays clean;
+# - the Atomic Responses went from data_ready in softirq (VM b's hardware
+#   counter bh_qn3_responses); siw_ext again with b reloaded with
+#   bh_respond_qn3=0: they all go from the work item (the counter stays 0),
+#   and the results are the same.
 #
 # perftest's atomic and Write with Immediate tests are in perftest-ext,
 # rdma-core's pyverbs tests of them in pyverbs-ext; the stock provider
@@ -44,5 +48,25 @@ port=$((port + 1))
 serve_client siw_hostile b "$port" \
 	"$RSIW_PROVIDER_DIR/bin/siw_hostile server $ip $port" \
 	"$RSIW_PROVIDER_DIR/bin/siw_hostile client $ip $port" 120
+
+# The responder (b) sent the Atomic Responses from data_ready; then without.
+if [ "$RSIW_ROLE" = b ]; then
+	bh=$(hw_counter bh_qn3_responses)
+	log "bh_qn3_responses=$bh bh_read_responses=$(hw_counter bh_read_responses)"
+	[ -n "$bh" ] && [ "$bh" -gt 0 ] ||
+		die "no Atomic Response was sent from data_ready (bh_qn3_responses=$bh)"
+	run rdma link delete "$DEV"
+	run modprobe -r rsiw
+	run modprobe rsiw rfc7306=1 bh_respond_qn3=0
+	rsiw_up eth0
+fi
+barrier qn3-off
+port=$((port + 1))
+serve_client siw_ext_tx b "$port" \
+	"$RSIW_PROVIDER_DIR/bin/siw_ext server $ip $port" \
+	"$RSIW_PROVIDER_DIR/bin/siw_ext client $ip $port" 60
+if [ "$RSIW_ROLE" = b ]; then
+	assert_eq "$(hw_counter bh_qn3_responses)" 0 "bh_qn3_responses with bh_respond_qn3=0"
+fi
 barrier done
 pass

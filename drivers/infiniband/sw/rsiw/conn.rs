@@ -24,9 +24,9 @@
 //!   bytes back, with no lock held, and executed it ([`Conn::flush_work`]).
 //! - TX runs in the work item (`tx` mutex) on the device's high-priority queue ([`ConnQueue`]),
 //!   or in the doorbell's system call: it may sleep, and it is the only place that sends on the
-//!   socket but one: `data_ready` in softirq sends the responses to small Reads while TX holds
-//!   nothing ([`tx::respond_bh`]). `post_send`, `write_space` and RX (other responses, errors
-//!   to report) only queue it.
+//!   socket but one: `data_ready` in softirq sends the responses to small Reads and the QN 3
+//!   responses while TX holds nothing ([`tx::respond_bh`]). `post_send`, `write_space` and RX
+//!   (other responses, errors to report) only queue it.
 //! - The path's `shared` spinlock (IRQ-safe) holds what both engines change.
 //!
 //! Lock order: `tx` mutex, then the QP's `modify` mutex (via [`RsiwQp::set_error`]), then the
@@ -404,7 +404,8 @@ impl Conn {
         // A read error is the socket's; the CM sees it through state_change/error_report.
         let mut respond = None;
         let _ = sk.read_sock(|skb| Ok(Self::rx_chunk(this, skb, Some(&mut respond))));
-        // Responses to small Reads go from here, without waking the work item for them.
+        // Responses to small Reads and QN 3 responses go from here, without waking the work
+        // item for them.
         if let Some(qp) = respond {
             if !tx::respond_bh(&this.path, &qp, sk) {
                 Self::kick(this);

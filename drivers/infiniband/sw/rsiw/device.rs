@@ -246,6 +246,18 @@ pub(crate) struct RsiwDevice {
     commit: bool,
     /// What the responder's Flushes did (`RsiwDevice::HW_COUNTERS`).
     flushes: FlushCounters,
+    /// Responses sent from `data_ready` (`RsiwDevice::HW_COUNTERS`).
+    bh: BhCounters,
+}
+
+/// The responses the device's connections sent from `data_ready` in softirq
+/// ([`crate::tx::respond_bh`]) rather than from their work item, reported as hardware counters
+/// of its port next to [`FlushCounters`].
+struct BhCounters {
+    /// Read Responses.
+    reads: Atomic<u64>,
+    /// QN 3 responses (Atomic, Flush, Atomic Write and Verify Responses).
+    qn3: Atomic<u64>,
 }
 
 /// The counters of the RDMA Flushes a device executed as the responder, reported as the hardware
@@ -365,6 +377,10 @@ impl RsiwDevice {
                 writeback_bytes: Atomic::new(0),
                 deferred: Atomic::new(0),
             },
+            bh: BhCounters {
+                reads: Atomic::new(0),
+                qn3: Atomic::new(0),
+            },
         })
     }
 
@@ -380,6 +396,16 @@ impl RsiwDevice {
         }
         if deferred {
             self.flushes.deferred.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Counts the responses `data_ready` sent: `reads` Read Responses and `qn3` QN 3 responses.
+    pub(crate) fn count_bh(&self, reads: u64, qn3: u64) {
+        if reads > 0 {
+            self.bh.reads.fetch_add(reads, Relaxed);
+        }
+        if qn3 > 0 {
+            self.bh.qn3.fetch_add(qn3, Relaxed);
         }
     }
 
@@ -498,17 +524,28 @@ impl Driver for RsiwDevice {
     type Mr = RsiwMr;
     type IwCm = Self;
 
-    /// The responder's Flushes ([`FlushCounters`]), in every port's `hw_counters`.
+    /// The responder's Flushes ([`FlushCounters`]) and the responses sent from `data_ready`
+    /// ([`BhCounters`]), in every port's `hw_counters`.
     const HW_COUNTERS: &'static [HwCounter] = &[
         HwCounter::new(c"flush_executed"),
         HwCounter::new(c"flush_persistent"),
         HwCounter::new(c"flush_writeback_bytes"),
         HwCounter::new(c"flush_deferred"),
+        HwCounter::new(c"bh_read_responses"),
+        HwCounter::new(c"bh_qn3_responses"),
     ];
 
     fn hw_counters(dev: &Device<Self>, _port: u32, values: &mut [u64]) {
         let f = &dev.flushes;
-        let counters = [&f.executed, &f.persistent, &f.writeback_bytes, &f.deferred];
+        let b = &dev.bh;
+        let counters = [
+            &f.executed,
+            &f.persistent,
+            &f.writeback_bytes,
+            &f.deferred,
+            &b.reads,
+            &b.qn3,
+        ];
         for (v, c) in values.iter_mut().zip(counters) {
             *v = c.load(Relaxed);
         }

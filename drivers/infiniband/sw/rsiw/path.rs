@@ -23,6 +23,7 @@ use crate::{
     wire::{
         rx::Segment,
         stream::{
+            Answer,
             Answered,
             OrdBusy,
             OrdQueue,
@@ -37,6 +38,7 @@ use crate::{
             TermEcho,
             Terminate, //
         },
+        tx::RespBurst,
     },
     wqe::{
         op,
@@ -263,6 +265,14 @@ pub(crate) enum InRequest {
     },
 }
 
+impl InRequest {
+    /// Whether its response is a QN 3 message, which carries an MSN (all but the Read
+    /// Response, which is tagged).
+    pub(crate) fn qn3(&self) -> bool {
+        !matches!(self, InRequest::Read(_))
+    }
+}
+
 /// The ORQ: outstanding requests in issue order, with their local sides, and the work
 /// requests posted behind them.
 type Orq = OrdQueue<ORQ_RING, OrqWr, OrqRing>;
@@ -320,48 +330,22 @@ struct Shared {
     delivering: bool,
     /// Entries finished while someone was delivering: it goes round again.
     redeliver: bool,
-    /// The rest of a response `data_ready` sent in part ([`crate::tx::respond_bh`]): TX sends
-    /// it before anything else, then frees its IRD credit.
-    tail: Option<Tail>,
+    /// The rest of the responses `data_ready` sent in part ([`crate::tx::respond_bh`]): TX
+    /// sends it before anything else, freeing each response's IRD credit as its last byte
+    /// goes. Empty ([`BhBurst::is_done`]) when there is none.
+    tail: BhBurst,
 }
 
 /// The most bytes of a response FPDU [`crate::tx::respond_bh`] builds.
 pub(crate) const BH_FPDU: usize = 96;
 
-/// Bytes of an FPDU still to be handed to TCP.
-#[derive(Clone, Copy)]
-pub(crate) struct Tail {
-    b: [u8; BH_FPDU],
-    at: usize,
-    end: usize,
-}
+/// The most responses one `data_ready` call builds and sends ([`crate::tx::respond_bh`]).
+pub(crate) const BH_BURST: usize = 8;
 
-impl Tail {
-    /// The bytes of `fpdu` from `sent` on; `None` if that is all of them or `fpdu` is too
-    /// long.
-    pub(crate) fn new(fpdu: &[u8], sent: usize) -> Option<Self> {
-        let end = fpdu.len();
-        if sent >= end || end > BH_FPDU {
-            return None;
-        }
-        let mut b = [0u8; BH_FPDU];
-        for (d, s) in b.iter_mut().zip(fpdu) {
-            *d = *s;
-        }
-        Some(Self { b, at: sent, end })
-    }
-
-    /// The bytes still to send.
-    pub(crate) fn bytes(&self) -> &[u8] {
-        self.b.get(self.at..self.end).unwrap_or(&[])
-    }
-
-    /// What is left after `n` more bytes went out (`None`: nothing).
-    pub(crate) fn advance(mut self, n: usize) -> Option<Self> {
-        self.at = self.at.saturating_add(n);
-        (self.at < self.end).then_some(self)
-    }
-}
+/// Responses `data_ready` built for one send, in a buffer on its stack (768 bytes), and, for
+/// the rest TCP did not take, in `shared`: TX sends that first, freeing the IRD credit of each
+/// response as its last byte goes ([`crate::wire::tx::RespBurst`]).
+pub(crate) type BhBurst = RespBurst<{ BH_BURST * BH_FPDU }, BH_BURST>;
 
 impl Shared {
     /// Whether a work request may complete at once, without waiting for others: nothing is
@@ -446,7 +430,7 @@ impl Path {
             tx_waits: false,
             delivering: false,
             redeliver: false,
-            tail: None,
+            tail: BhBurst::new(),
         };
         Ok(try_pin_init!(Path {
             pd: p.pd,
@@ -723,14 +707,15 @@ impl Path {
         Ok(())
     }
 
-    /// Takes the oldest inbound request to answer, if any. Takes the lock only if there is
-    /// one.
-    pub(crate) fn next_inbound(&self) -> Option<InRequest> {
+    /// Takes the oldest inbound request to answer, if any, with the MSN of its response (QN 3
+    /// responses: [`RespQueue::answer`], whoever sends them). Takes the lock only if there
+    /// is one.
+    pub(crate) fn next_inbound(&self) -> Option<Answer<InRequest>> {
         if !self.inbound_hint.load(Acquire) {
             return None;
         }
         let mut sh = self.shared.lock();
-        let r = sh.inbound.next_to_answer();
+        let r = sh.inbound.answer(InRequest::qn3);
         if sh.inbound.queued() == 0 {
             self.inbound_hint.store(false, Release);
         }
@@ -742,12 +727,13 @@ impl Path {
         self.inbound_hint.load(Acquire)
     }
 
-    /// The oldest inbound request to answer, left queued. Takes the lock only if there is one.
-    pub(crate) fn peek_inbound(&self) -> Option<InRequest> {
+    /// The oldest inbound request to answer, with the MSN its response will carry, left
+    /// queued. Takes the lock only if there is one.
+    pub(crate) fn peek_inbound(&self) -> Option<Answer<InRequest>> {
         if !self.inbound_hint.load(Acquire) {
             return None;
         }
-        self.shared.lock().inbound.peek()
+        self.shared.lock().inbound.peek_answer(InRequest::qn3)
     }
 
     // What `data_ready` hands TX ([`crate::tx::respond_bh`]). Socket locked.
@@ -762,26 +748,42 @@ impl Path {
         self.tx_quiet.store(quiet, Relaxed);
     }
 
-    /// Leaves the rest of a response to TX, which sends it first.
-    pub(crate) fn set_tail(&self, t: Tail) {
+    /// Leaves the rest of responses to TX, which sends it first (`t` is copied in place).
+    pub(crate) fn set_tail(&self, t: &BhBurst) {
         self.tx_quiet.store(false, Relaxed);
-        self.shared.lock().tail = Some(t);
+        self.shared.lock().tail = *t;
         self.tail_hint.store(true, Relaxed);
     }
 
-    /// Takes the rest of a response that TX must send first, if any. Takes the lock only if
-    /// there is one.
-    pub(crate) fn take_tail(&self) -> Option<Tail> {
+    /// Takes the rest of responses that TX must send first, if any. Takes the lock only if
+    /// there is one. Process context (the copy is as large as [`BhBurst`]).
+    pub(crate) fn take_tail(&self) -> Option<BhBurst> {
         if !self.tail_hint.load(Relaxed) {
             return None;
         }
         self.tail_hint.store(false, Relaxed);
-        self.shared.lock().tail.take()
+        let mut sh = self.shared.lock();
+        if sh.tail.is_done() {
+            return None;
+        }
+        let t = sh.tail;
+        sh.tail.clear();
+        Some(t)
     }
 
     /// A response went out: its IRD credit is free.
     pub(crate) fn responded(&self) {
         self.shared.lock().inbound.responded();
+    }
+
+    /// `n` responses went out: their IRD credits are free.
+    pub(crate) fn responded_n(&self, n: usize) {
+        if n > 0 {
+            let mut sh = self.shared.lock();
+            for _ in 0..n {
+                sh.inbound.responded();
+            }
+        }
     }
 
     /// Drops the inbound requests (the connection is going down).

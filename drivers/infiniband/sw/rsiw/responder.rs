@@ -9,7 +9,10 @@
 //! A Read Request's execution is reading the source, which its response does as it is sent
 //! (checked again per FPDU: the region may go away meanwhile). Each request is executed once,
 //! and answered once, in arrival order: the TX engine asks for the next response with
-//! [`next_response`], and the response's end frees its credit ([`Done::Response`], T-05).
+//! [`next_response`], or `data_ready` sends it ([`crate::tx::respond_bh`]); both build it with
+//! [`response`], with the MSN the inbound queue assigns a QN 3 response
+//! ([`Path::next_inbound`]), and the response's end frees its credit ([`Done::Response`],
+//! T-05).
 //!
 //! The commit extensions (draft-talpey-rdma-commit-02, module parameter `commit`) run the
 //! same way, when Delivered and so after every earlier Write of the stream was placed (RX
@@ -442,60 +445,64 @@ pub(crate) fn read_response(r: &InRead) -> TxMessage {
     }
 }
 
-/// Starts the response to the oldest inbound request in `out`, if there is one; returns
-/// whether there was. Out of line: rare on the paths that must be short.
-#[inline(never)]
-pub(crate) fn next_response(path: &Path, out: &mut Outgoing, mulpdu: u16) -> Result<bool, Fatal> {
-    let Some(req) = path.next_inbound() else {
-        return Ok(false);
-    };
-    let qn3 = |out: &mut Outgoing, opcode, payload_len| -> Result<TxMessage, Fatal> {
-        let msn = out.take_msn(QN_RESPONSE).ok_or(Fatal::local(None))?;
-        Ok(TxMessage {
+/// The response message to the inbound request `req`, whose QN 3 response carries `msn` (the
+/// MSN the inbound queue assigned it, [`crate::path::Path::next_inbound`]); `None` for a QN 3
+/// response without one. TX and `data_ready` ([`crate::tx::respond_bh`]) both send this; the
+/// payload is the Read's source or the Verify's digest ([`response_src`]).
+pub(crate) fn response(req: &InRequest, msn: Option<u32>) -> Option<TxMessage> {
+    let qn3 = |opcode, body, payload_len| {
+        Some(TxMessage {
             opcode,
             placement: WirePlacement::Untagged {
                 inv_stag: 0,
                 qn: QN_RESPONSE,
-                msn,
+                msn: msn?,
                 mo: 0,
             },
-            body: Body::None,
+            body,
             payload_len,
         })
     };
-    let (msg, src) = match req {
-        InRequest::Flush => (qn3(out, Opcode::FlushResponse, 0)?, Src::None),
-        InRequest::AtomicWrite => (qn3(out, Opcode::AtomicWriteResponse, 0)?, Src::None),
+    match *req {
+        InRequest::Read(r) => Some(read_response(&r)),
+        InRequest::Flush => qn3(Opcode::FlushResponse, Body::None, 0),
+        InRequest::AtomicWrite => qn3(Opcode::AtomicWriteResponse, Body::None, 0),
+        InRequest::Verify { .. } => {
+            qn3(Opcode::VerifyResponse, Body::None, VERIFY_DIGEST_LEN as u32)
+        }
+        InRequest::Atomic { req_id, orig } => qn3(
+            Opcode::AtomicResponse,
+            Body::AtomicResponse(AtomicResponse { req_id, orig }),
+            0,
+        ),
+    }
+}
+
+/// Where the payload of the response to `req` comes from, for a TX pass: the Read's source
+/// (checked per FPDU), the Verify's digest, or nothing.
+fn response_src(req: &InRequest) -> Src {
+    match *req {
+        InRequest::Read(r) => Src::Remote(r.src_stag, r.src_to),
         InRequest::Verify { digest } => {
             let mut data = [0u8; MAX_INLINE];
             if let Some(d) = data.get_mut(..VERIFY_DIGEST_LEN) {
                 d.copy_from_slice(&digest);
             }
-            (
-                qn3(out, Opcode::VerifyResponse, VERIFY_DIGEST_LEN as u32)?,
-                Src::Inline(data, VERIFY_DIGEST_LEN),
-            )
+            Src::Inline(data, VERIFY_DIGEST_LEN)
         }
-        InRequest::Atomic { req_id, orig } => {
-            let msn = out.take_msn(QN_RESPONSE).ok_or(Fatal::local(None))?;
-            (
-                TxMessage {
-                    opcode: Opcode::AtomicResponse,
-                    placement: WirePlacement::Untagged {
-                        inv_stag: 0,
-                        qn: QN_RESPONSE,
-                        msn,
-                        mo: 0,
-                    },
-                    body: Body::AtomicResponse(AtomicResponse { req_id, orig }),
-                    payload_len: 0,
-                },
-                Src::None,
-            )
-        }
-        InRequest::Read(r) => (read_response(&r), Src::Remote(r.src_stag, r.src_to)),
+        InRequest::Flush | InRequest::AtomicWrite | InRequest::Atomic { .. } => Src::None,
+    }
+}
+
+/// Starts the response to the oldest inbound request in `out`, if there is one; returns
+/// whether there was. Out of line: rare on the paths that must be short.
+#[inline(never)]
+pub(crate) fn next_response(path: &Path, out: &mut Outgoing, mulpdu: u16) -> Result<bool, Fatal> {
+    let Some(a) = path.next_inbound() else {
+        return Ok(false);
     };
-    out.start(msg, src, Done::Response, mulpdu)
+    let msg = response(&a.req, a.msn).ok_or(Fatal::local(None))?;
+    out.start(msg, response_src(&a.req), Done::Response, mulpdu)
         .map_err(|_| Fatal::local(None))?;
     Ok(true)
 }

@@ -91,6 +91,10 @@ module! {
             default: true,
             description: "Send the responses to small RDMA Reads from the receive softirq when nothing else waits to be sent, instead of waking the connection's work item (read for every response)",
         },
+        bh_respond_qn3: bool {
+            default: true,
+            description: "Send the QN 3 responses (atomics, Flush, Atomic Write, Verify) from the receive softirq when nothing else waits to be sent, instead of waking the connection's work item (read for every response)",
+        },
         max_mpa_pending: u32 {
             default: 1024,
             description: "Passive connections per device that may wait for their MPA Request (5 s at most); a listener resets more at once (0: no limit)",

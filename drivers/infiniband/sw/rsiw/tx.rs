@@ -3,11 +3,12 @@
 //! The TX engine: messages in, FPDUs out.
 //!
 //! It runs in the connection's work item, or in a user QP's doorbell system call
-//! ([`crate::conn::Conn`]); only the responses to small Reads may go out from `data_ready`
-//! in softirq, while TX holds nothing ([`respond_bh`]). Per pass it finishes a partially sent FPDU, continues the
-//! message in progress, then starts the next message: the peer-to-peer RTR (initiator, once),
-//! the responses the responder queued ([`responder::next_response`]) and the requester's next
-//! send queue element ([`Requester::next`]). Each message is cut into FPDUs sized to the
+//! ([`crate::conn::Conn`]); only responses (to small Reads, and the QN 3 ones) may go out
+//! from `data_ready` in softirq, while TX holds nothing ([`respond_bh`]). Per pass it
+//! finishes a partially sent FPDU, continues the message in progress, then starts the next
+//! message: the peer-to-peer RTR (initiator, once), the responses the responder queued
+//! ([`responder::next_response`]) and the requester's next send queue element
+//! ([`Requester::next`]). Each message is cut into FPDUs sized to the
 //! current TCP MSS (times the `fpdu_segments` module parameter) by
 //! [`crate::wire::tx::Segmenter`]. FPDUs are queued back to back in a [`Batch`]: headers,
 //! trailers and copied payload in staging pages, payload of user memory regions by page
@@ -38,13 +39,12 @@ use crate::{
         Src, //
     },
     path::{
+        BhBurst,
         Fail,
-        InRead,
         InRequest,
         Issue,
         OrqWr,
         Path,
-        Tail,
         BH_FPDU, //
     },
     qp::{
@@ -58,6 +58,7 @@ use crate::{
     responder,
     stag::Rights,
     wire::{
+        commit::VERIFY_DIGEST_LEN,
         crc::{
             Crc32c,
             CRC_INIT, //
@@ -67,13 +68,18 @@ use crate::{
             Body,
             Opcode,
             Placement as WirePlacement,
+            ATOMIC_RESP_LEN,
             QN_READ_REQ,
             QN_SEND,
             QN_TERMINATE,
-            TAGGED_HDR_LEN, //
+            TAGGED_HDR_LEN,
+            UNTAGGED_HDR_LEN, //
         },
         mpa::RtrKind,
-        stream::Request,
+        stream::{
+            Answer,
+            Request, //
+        },
         term::Terminate,
         tx::{
             quick_fpdu,
@@ -141,11 +147,15 @@ const MAX_DONE: usize = 32;
 /// Read Responses of up to this many payload bytes are sent by `data_ready` ([`respond_bh`]).
 const BH_READ_MAX: u32 = 64;
 
-// Such a response is one FPDU that a [`Tail`] holds.
+// Such a response is one FPDU of at most [`BH_FPDU`] bytes, and so is every QN 3 response
+// (an Atomic Response has the longest header; a Verify Response the digest as payload).
 const _: () = assert!(LEN_LEN + TAGGED_HDR_LEN + BH_READ_MAX as usize + 3 + CRC_LEN <= BH_FPDU);
+const _: () = assert!(
+    LEN_LEN + UNTAGGED_HDR_LEN + ATOMIC_RESP_LEN + VERIFY_DIGEST_LEN + 3 + CRC_LEN <= BH_FPDU
+);
 
-/// Responses one `data_ready` call sends at most; the rest is left to TX.
-const BH_BURST: u32 = 4;
+// `data_ready`'s burst of responses is on its stack: keep it small.
+const _: () = assert!(core::mem::size_of::<BhBurst>() <= 900);
 
 /// What [`TxState::fill`] did.
 enum Fill {
@@ -261,9 +271,10 @@ impl TxState {
         {
             return;
         }
-        // The rest of a response `data_ready` sent in part is a partially sent FPDU too.
+        // The rest of responses `data_ready` sent in part is partially sent FPDUs too.
         if let Some(t) = path.take_tail() {
-            if !matches!(g.send(&[t.bytes()], SendFlags::DONTWAIT), Ok(n) if n == t.bytes().len()) {
+            let u = t.unsent();
+            if !matches!(g.send(&[u], SendFlags::DONTWAIT), Ok(n) if n == u.len()) {
                 return;
             }
         }
@@ -659,10 +670,11 @@ impl TxState {
     }
 }
 
-/// Sends the rest of a response `data_ready` sent in part; returns whether all of it went
-/// (its IRD credit is then free), else keeps what is left for the next pass.
-fn send_tail(path: &Path, g: &mut SocketGuard<'_>, t: Tail) -> Result<bool, Fatal> {
-    let sent = match g.send(&[t.bytes()], SendFlags::DONTWAIT) {
+/// Sends the rest of the responses `data_ready` sent in part; returns whether all of it went,
+/// else keeps what is left for the next pass. Each response's IRD credit is freed once its
+/// last byte is with TCP ([`BhBurst::sent`]).
+fn send_tail(path: &Path, g: &mut SocketGuard<'_>, mut t: BhBurst) -> Result<bool, Fatal> {
+    let sent = match g.send(&[t.unsent()], SendFlags::DONTWAIT) {
         Ok(n) => n,
         Err(e) if e == EAGAIN => 0,
         // The socket failed; the CM reports it.
@@ -673,98 +685,130 @@ fn send_tail(path: &Path, g: &mut SocketGuard<'_>, t: Tail) -> Result<bool, Fata
             })
         }
     };
-    match t.advance(sent) {
-        Some(rest) => {
-            path.set_tail(rest);
-            Ok(false)
-        }
-        None => {
-            path.responded();
-            Ok(true)
-        }
+    path.responded_n(t.sent(sent));
+    if t.is_done() {
+        Ok(true)
+    } else {
+        path.set_tail(&t);
+        Ok(false)
     }
 }
 
-/// Sends the responses to small Reads, oldest first, from `data_ready` (the softirq), as the
-/// TX pass would send them, instead of waking the work item for them: the wake-up and the
-/// switch to it are most of a small Read's time at the responder. C siw wakes a thread.
+/// Sends responses, oldest first, from `data_ready` (the softirq), as the TX pass would send
+/// them, instead of waking the work item for them: the wake-up and the switch to it are most
+/// of a small message's time at the responder. C siw wakes a thread. Responses to Reads of at
+/// most [`BH_READ_MAX`] bytes (module parameter `bh_respond`) and QN 3 responses: Atomic,
+/// Flush, Atomic Write and Verify Responses (`bh_respond_qn3`). Their requests were executed
+/// when they were Delivered, by RX ([`responder::request`]; a long Flush to persistence by the
+/// work item, [`responder::DeferredFlush`]): what is left is the response, the message TX
+/// would build ([`responder::response`], with the MSN the inbound queue assigns whoever sends
+/// it, [`Path::next_inbound`]), as one FPDU.
 ///
 /// Only while TX is quiet ([`Path::tx_quiet`]): nothing of TX's is half sent or due first,
 /// and TX cannot start meanwhile (the softirq holds the socket, which a pass owns throughout),
-/// so the byte stream is as a pass would make it. A response goes only if it is the oldest
-/// (responses go in arrival order, T-01) and a Read of at most [`BH_READ_MAX`] bytes whose
-/// source passes the check a pass makes; anything else, or a check that fails (the pass then
-/// fails the same way), is left to TX. What TCP does not take (or a socket that a task owns)
-/// is left to the next pass as a [`Tail`], which frees the IRD credit once it went out, as a
-/// pass does once a response's last byte is with TCP.
+/// so the byte stream is as a pass would make it. Responses go in arrival order (T-01): up to
+/// [`crate::path::BH_BURST`] of them, each taken once built, back to back in one buffer
+/// ([`BhBurst`], on the stack) and one `sendmsg`; the first request that does not qualify (a
+/// larger Read, a parameter off) or whose response cannot be built (a Read's source fails the
+/// check a pass makes; the pass then fails the same way) ends the burst and is left to TX
+/// with everything after it. What TCP does not
+/// take (or a socket that a task owns) is left to the next pass ([`Path::set_tail`]), which
+/// frees each response's IRD credit once its last byte went out, as a pass does.
 ///
 /// Returns whether nothing is left for TX; otherwise the caller kicks it.
 pub(crate) fn respond_bh(path: &Path, qp: &Qp<RsiwDevice>, sk: &mut DataReadySock<'_>) -> bool {
-    if !crate::module_parameters::bh_respond.value() {
+    let reads = crate::module_parameters::bh_respond.value();
+    let qn3 = crate::module_parameters::bh_respond_qn3.value();
+    if !(reads || qn3)
+        || !path.tx_quiet()
+        || path.is_fatal()
+        || !matches!(qp.state(), QpState::Rts | QpState::Closing)
+    {
         return false;
     }
-    let mut buf = [0u8; BH_FPDU];
-    for _ in 0..BH_BURST {
-        let Some(InRequest::Read(r)) = path.peek_inbound() else {
-            // Nothing left, or a response only TX builds.
-            return !path.has_inbound();
+    let mut burst = BhBurst::new();
+    let (mut nreads, mut nqn3) = (0u64, 0u64);
+    while let Some(a) = path.peek_inbound() {
+        let take = match a.req {
+            InRequest::Read(r) => reads && r.size <= BH_READ_MAX,
+            _ => qn3,
         };
-        if r.size > BH_READ_MAX
-            || !path.tx_quiet()
-            || path.is_fatal()
-            || !matches!(qp.state(), QpState::Rts | QpState::Closing)
-        {
+        if !take {
+            break;
+        }
+        let Some(slot) = burst.slot::<BH_FPDU>() else {
+            break;
+        };
+        let Ok(n) = bh_response(path, qp, &a, slot) else {
+            break;
+        };
+        // Taken now that it is built; under the socket lock nobody else takes responses.
+        // `None`: the connection is going down.
+        let Some(t) = path.next_inbound() else {
+            break;
+        };
+        if t.msn != a.msn || !burst.commit(n) {
+            // Cannot happen: the response was built with another MSN, or did not fit.
+            path.set_fatal(Fail::local());
             return false;
         }
-        let Ok(total) = read_response(path, qp, &r, &mut buf) else {
-            return false;
-        };
-        let fpdu = buf.get(..total).unwrap_or(&[]);
-        // Taken now that it is built. `None`: the connection is going down.
-        if path.next_inbound().is_none() {
-            return true;
+        if a.req.qn3() {
+            nqn3 = nqn3.saturating_add(1);
+        } else {
+            nreads = nreads.saturating_add(1);
         }
-        // Anything not sent (an error too: the pass then meets it) goes to TX.
-        let sent = sk.send(&[fpdu]).unwrap_or(0);
-        match Tail::new(fpdu, sent) {
-            None => path.responded(),
-            Some(t) => {
-                path.set_tail(t);
-                return false;
-            }
-        }
+    }
+    if burst.is_empty() {
+        return !path.has_inbound();
+    }
+    qp.device().count_bh(nreads, nqn3);
+    // Anything not sent (an error too: the pass then meets it) goes to TX.
+    let sent = sk.send(&[burst.unsent()]).unwrap_or(0);
+    path.responded_n(burst.sent(sent));
+    if !burst.is_done() {
+        path.set_tail(&burst);
+        return false;
     }
     !path.has_inbound()
 }
 
-/// The one FPDU of the response to the Read `r` (at most [`BH_READ_MAX`] bytes), into `buf`;
-/// returns its length. The source is checked as [`fpdu`] checks it for a pass.
-fn read_response(
+/// The one FPDU of the response `a` into `buf` (at most [`BH_FPDU`] bytes: a Read Response of
+/// at most [`BH_READ_MAX`] bytes, or a QN 3 response); returns its length. A Read's source is
+/// checked as [`fpdu`] checks it for a pass.
+fn bh_response(
     path: &Path,
     qp: &Qp<RsiwDevice>,
-    r: &InRead,
+    a: &Answer<InRequest>,
     buf: &mut [u8; BH_FPDU],
 ) -> Result<usize> {
-    let msg = responder::read_response(r);
+    let msg = responder::response(&a.req, a.msn).ok_or(EINVAL)?;
     let rcu = rcu::read_lock();
-    let place = if r.size > 0 {
-        let p = (qp.device().mem())
-            .check_in(
-                &rcu,
-                path.pd(),
-                r.src_stag,
-                Rights::REMOTE_READ,
-                r.src_to,
-                u64::from(r.size),
-            )
-            .map_err(|_| EINVAL)?;
-        Some(p)
-    } else {
-        None
+    let place = match a.req {
+        InRequest::Read(r) if r.size > 0 => {
+            let p = (qp.device().mem())
+                .check_in(
+                    &rcu,
+                    path.pd(),
+                    r.src_stag,
+                    Rights::REMOTE_READ,
+                    r.src_to,
+                    u64::from(r.size),
+                )
+                .map_err(|_| EINVAL)?;
+            Some(p)
+        }
+        _ => None,
     };
-    quick_fpdu(path.crc32c(), path.crc(), msg, buf, |d| match &place {
-        Some(p) => p.read(0, d).is_ok(),
-        None => d.is_empty(),
+    quick_fpdu(path.crc32c(), path.crc(), msg, buf, |d| {
+        match (&place, &a.req) {
+            (Some(p), _) => p.read(0, d).is_ok(),
+            (None, InRequest::Verify { digest }) if d.len() == digest.len() => {
+                d.copy_from_slice(digest);
+                true
+            }
+            (None, InRequest::Verify { .. }) => false,
+            (None, _) => d.is_empty(),
+        }
     })
     .map_err(|_| EINVAL)
 }

@@ -13,7 +13,8 @@
 //!   Read Responses (RDMAP-05) and QN 3 responses (ATOM-06, T-12), with the
 //!   work requests posted behind them, so all complete in order (T-01).
 //! - [`RespQueue`]: the responder's inbound QN 1 requests in arrival order,
-//!   within IRD, each executed once and answered once (T-01, T-02, T-05).
+//!   within IRD, each executed once and answered once (T-01, T-02, T-05),
+//!   with the MSNs of the QN 3 responses ([`RespQueue::answer`]).
 
 use crate::wire::hdr::{Body, Opcode, Placement, NUM_QN, QN_READ_REQ, QN_RESPONSE};
 use crate::wire::rx::Segment;
@@ -624,7 +625,21 @@ pub struct RespQueue<T: Copy, B: AsRef<[Option<T>]> + AsMut<[Option<T>]>> {
     len: usize,
     /// Taken by [`RespQueue::next_to_answer`], response not yet out.
     sending: u16,
+    /// The MSN of the next QN 3 response ([`RespQueue::answer`]).
+    qn3_msn: u32,
     _t: core::marker::PhantomData<T>,
+}
+
+/// A request taken to be answered ([`RespQueue::answer`]), with the MSN of
+/// its response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Answer<T> {
+    /// The request.
+    pub req: T,
+    /// The MSN its QN 3 response carries (Atomic, Flush, Verify or Atomic
+    /// Write Response: one counter for all of them, from 1, DDP-05); `None`
+    /// for a tagged response (a Read Response), which has none.
+    pub msn: Option<u32>,
 }
 
 impl<T: Copy, B: AsRef<[Option<T>]> + AsMut<[Option<T>]>> RespQueue<T, B> {
@@ -639,6 +654,7 @@ impl<T: Copy, B: AsRef<[Option<T>]> + AsMut<[Option<T>]>> RespQueue<T, B> {
             head: 0,
             len: 0,
             sending: 0,
+            qn3_msn: 1,
             _t: core::marker::PhantomData,
         }
     }
@@ -699,6 +715,31 @@ impl<T: Copy, B: AsRef<[Option<T>]> + AsMut<[Option<T>]>> RespQueue<T, B> {
         Some(v)
     }
 
+    /// The oldest admitted request with the MSN its response will carry
+    /// ([`RespQueue::answer`] with the same `qn3`), left in the queue: a
+    /// sender may build the response first and take it once it is built.
+    pub fn peek_answer(&self, qn3: impl FnOnce(&T) -> bool) -> Option<Answer<T>> {
+        let req = self.peek()?;
+        let msn = qn3(&req).then_some(self.qn3_msn);
+        Some(Answer { req, msn })
+    }
+
+    /// Takes the oldest admitted request to answer, as
+    /// [`RespQueue::next_to_answer`], and assigns its response the next QN 3
+    /// MSN if `qn3` says it is a QN 3 response. The MSNs of the QN 3
+    /// responses follow the arrival order of their requests whoever sends
+    /// them (T-01, DDP-05), as long as every response is taken here; a
+    /// request taken by [`RespQueue::next_to_answer`] gets none.
+    pub fn answer(&mut self, qn3: impl FnOnce(&T) -> bool) -> Option<Answer<T>> {
+        let req = self.next_to_answer()?;
+        let msn = qn3(&req).then(|| {
+            let m = self.qn3_msn;
+            self.qn3_msn = m.wrapping_add(1);
+            m
+        });
+        Some(Answer { req, msn })
+    }
+
     /// The response to the oldest request taken by [`RespQueue::next_to_answer`] went
     /// out (its last byte was handed to the transport, T-05): its credit is
     /// free. Without such a request nothing changes: a queued request's
@@ -720,7 +761,8 @@ impl<T: Copy, B: AsRef<[Option<T>]> + AsMut<[Option<T>]>> RespQueue<T, B> {
         self.credits.used()
     }
 
-    /// Drops everything (the stream is going down).
+    /// Drops everything (the stream is going down). The QN 3 MSN counter
+    /// goes on: nothing is answered any more.
     pub fn clear(&mut self) {
         self.ring.as_mut().iter_mut().for_each(|e| *e = None);
         self.credits = IrdCredits::new(self.credits.ird);

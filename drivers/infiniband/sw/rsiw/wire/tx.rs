@@ -432,6 +432,141 @@ fn max_payload(msg: &TxMessage, mulpdu: u16) -> Result<u32, TxError> {
     Ok(max_payload)
 }
 
+/// Responses built back to back in one buffer of `N` bytes (at most `M` of
+/// them), handed to the transport together, and what of them is still to
+/// hand over: each response's IRD credit may be freed only once its last
+/// byte was handed over (T-05), however the transport cuts the bytes.
+///
+/// The sender builds each response into [`RespBurst::slot`] and adds it with
+/// [`RespBurst::commit`], sends [`RespBurst::unsent`] and reports what the
+/// transport took with [`RespBurst::sent`], which returns how many responses
+/// that finished: the credits to free. What is not taken stays, for another
+/// sender to go on with the same way (the rest is a valid byte stream: it
+/// starts where the last call stopped). No response is added once sending
+/// began. Nothing is allocated.
+#[derive(Clone, Copy, Debug)]
+pub struct RespBurst<const N: usize, const M: usize> {
+    buf: [u8; N],
+    /// The end of each response in `buf`; the first `count` are in use.
+    ends: [usize; M],
+    count: usize,
+    /// Bytes built.
+    len: usize,
+    /// Bytes handed over.
+    at: usize,
+    /// Responses whose last byte was handed over.
+    finished: usize,
+}
+
+impl<const N: usize, const M: usize> Default for RespBurst<N, M> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize, const M: usize> RespBurst<N, M> {
+    /// An empty burst.
+    pub const fn new() -> Self {
+        RespBurst {
+            buf: [0; N],
+            ends: [0; M],
+            count: 0,
+            len: 0,
+            at: 0,
+            finished: 0,
+        }
+    }
+
+    /// Drops every response (what was not handed over is not sent).
+    pub fn clear(&mut self) {
+        self.count = 0;
+        self.len = 0;
+        self.at = 0;
+        self.finished = 0;
+    }
+
+    /// Responses built.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Bytes built.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is built.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether every byte built was handed over (so every credit is free).
+    pub fn is_done(&self) -> bool {
+        self.at >= self.len
+    }
+
+    /// The room for the next response, `K` bytes after the responses built:
+    /// `None` if `M` responses are built, fewer than `K` bytes are left, or
+    /// sending began.
+    pub fn slot<const K: usize>(&mut self) -> Option<&mut [u8; K]> {
+        if self.count >= M || self.at > 0 {
+            return None;
+        }
+        let end = self.len.checked_add(K)?;
+        self.buf.get_mut(self.len..end)?.try_into().ok()
+    }
+
+    /// Adds the response of `n` bytes just built into [`RespBurst::slot`].
+    /// Returns false (and adds nothing) if it does not fit or a slot could
+    /// not be had.
+    pub fn commit(&mut self, n: usize) -> bool {
+        let Some(end) = self.len.checked_add(n) else {
+            return false;
+        };
+        if n == 0 || end > N || self.at > 0 {
+            return false;
+        }
+        let Some(e) = self.ends.get_mut(self.count) else {
+            return false;
+        };
+        *e = end;
+        self.count = self.count.saturating_add(1);
+        self.len = end;
+        true
+    }
+
+    /// The bytes still to hand over.
+    pub fn unsent(&self) -> &[u8] {
+        self.buf.get(self.at..self.len).unwrap_or(&[])
+    }
+
+    /// The transport took the next `n` bytes of [`RespBurst::unsent`] (at
+    /// most all of them). Returns how many responses ended within them:
+    /// their last bytes are now handed over, and so many credits are free.
+    pub fn sent(&mut self, n: usize) -> usize {
+        self.at = self.at.saturating_add(n).min(self.len);
+        let mut k = 0usize;
+        while let Some(&end) = self
+            .ends
+            .get(..self.count)
+            .and_then(|e| e.get(self.finished))
+        {
+            if end > self.at {
+                break;
+            }
+            self.finished = self.finished.saturating_add(1);
+            k = k.saturating_add(1);
+        }
+        k
+    }
+
+    /// Responses whose last byte is not yet handed over (credits still
+    /// held).
+    pub fn pending(&self) -> usize {
+        self.count.saturating_sub(self.finished)
+    }
+}
+
 /// The RTR message an initiator sends in peer-to-peer mode (MPA-17).
 ///
 /// - Send: zero-length Send on QN 0 (the caller passes MSN 1, T-13);
