@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=1 driver=rsiw timeout=420 kernel=debug long=part long_timeout=1500
+# rsiw-test: vms=1 driver=rsiw timeout=420 long=part long_timeout=1500
 #
 # Resource limits of the connection manager (issue 38, item 8;
 # tests/vm/py/passive_flood.py). A raw TCP client opens 32 established

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=rsiw provider=rsiw timeout=600
+# rsiw-test: vms=2 a=rsiw b=rsiw provider=rsiw timeout=600 long=part
 #
 # perftest's RFC 7306 tests from user space, rsiw to rsiw over rdma_cm (-R),
 # with rsiw loaded with rfc7306=1 and rdma-core's siw provider patched for
@@ -14,6 +14,10 @@
 #   then its Immediate Data) and bidirectional, ib_write_lat
 #   --write_with_imm at 2 B and 4 KiB (each side answers a receive
 #   completion carrying the immediate).
+#
+# The long part (make check-long, RSIW_LONG=1) adds ib_atomic_lat with
+# FETCH_AND_ADD, ib_write_bw --write_with_imm at 64 B and ib_write_lat
+# --write_with_imm at 4 KiB.
 #
 # perftest fails on any completion in error and on a receive completion
 # without the expected opcode. Each run's output is checked: the test's
@@ -65,8 +69,9 @@ pt() {
 
 for a in CMP_AND_SWAP FETCH_AND_ADD; do
 	pt "atomic_bw-$a" ib_atomic_bw 8 100 "Atomic $a BW Test" -A "$a"
-	pt "atomic_lat-$a" ib_atomic_lat 8 50 "Atomic $a Latency Test" -A "$a"
 done
+pt atomic_lat-CMP_AND_SWAP ib_atomic_lat 8 50 "Atomic CMP_AND_SWAP Latency Test" -A CMP_AND_SWAP
+[ "${RSIW_LONG:-0}" != 1 ] || pt atomic_lat-FETCH_AND_ADD ib_atomic_lat 8 50 "Atomic FETCH_AND_ADD Latency Test" -A FETCH_AND_ADD
 pt atomic_bw-q4 ib_atomic_bw 8 50 "Atomic FETCH_AND_ADD BW Test" -A FETCH_AND_ADD -q 4
 pt atomic_bw-bidir ib_atomic_bw 8 50 "Atomic CMP_AND_SWAP Bidirectional BW Test" -A CMP_AND_SWAP -b
 # A Write with Immediate consumes a receive. iWARP has no RNR retry, and
@@ -77,10 +82,12 @@ pt atomic_bw-bidir ib_atomic_bw 8 50 "Atomic CMP_AND_SWAP Bidirectional BW Test"
 # then answers Immediate Data without a receive with Terminate 1/2/02
 # (rsiw-extensions.rst), as it answers a Send. So fewer iterations than
 # the receive queue; ib_write_lat is a ping-pong and reposts in step.
-pt write_imm_bw-64 ib_write_bw 64 100 "RDMA_Write_imm BW Test" -s 64 --write_with_imm
+[ "${RSIW_LONG:-0}" != 1 ] ||
+	pt write_imm_bw-64 ib_write_bw 64 100 "RDMA_Write_imm BW Test" -s 64 --write_with_imm
 pt write_imm_bw-64k ib_write_bw 65536 20 "RDMA_Write_imm BW Test" -s 65536 --write_with_imm
 pt write_imm_bw-bidir ib_write_bw 4096 50 "RDMA_Write_imm Bidirectional BW Test" -s 4096 --write_with_imm -b
 pt write_imm_lat-2 ib_write_lat 2 50 "RDMA_Write_imm Latency Test" -s 2 --write_with_imm
-pt write_imm_lat-4k ib_write_lat 4096 50 "RDMA_Write_imm Latency Test" -s 4096 --write_with_imm
+[ "${RSIW_LONG:-0}" != 1 ] ||
+	pt write_imm_lat-4k ib_write_lat 4096 50 "RDMA_Write_imm Latency Test" -s 4096 --write_with_imm
 barrier done
 pass

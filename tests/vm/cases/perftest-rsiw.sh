@@ -1,15 +1,18 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=rsiw timeout=600 long=part long_timeout=1200
+# rsiw-test: vms=2 a=rsiw b=rsiw timeout=1200 long=1
 #
 # perftest over rdma_cm (-R) between two rsiw VMs (the rsiw-with-rsiw
 # pairing; perftest-interop pairs rsiw with siw): ib_send_bw, ib_write_bw and
 # ib_read_bw at 1 B and 1 MiB and with 8 QPs (-q 8), the three latency tools
 # at 1 B and 64 KiB, then Reads beyond the ORD and a fenced Send
 # (tests/vm/py/read_fence.py), the data of large unsignalled Writes and Sends
-# (bulk_data.py) and rping -V's exchange up to 1 MiB (ping_data.py). The long
-# part (make check-long, RSIW_LONG=1) adds all six tools at all sizes (-a:
-# every power of two from 2 B to 8 MiB). Both VMs run the same code, so one
+# (bulk_data.py) and rping -V's exchange up to 1 MiB (ping_data.py), and all
+# six tools at all sizes (-a: every power of two from 2 B to 8 MiB). A long
+# case (make check-long): make check runs rsiw's requester and responder
+# with every perftest tool against siw (perftest-interop), perftest's
+# atomics and immediate data rsiw to rsiw (perftest-ext), and rsiw-pair's
+# Writes and Reads rsiw to rsiw. Both VMs run the same code, so one
 # direction suffices (VM b serves, a is the client). perftest checks the
 # completions and their statuses and fails on errors; this is a correctness
 # test with few iterations (speed: make bench).
@@ -36,15 +39,12 @@ for tool in ib_send_lat ib_write_lat ib_read_lat; do
 	run $tool 1 20
 	run $tool 65536 20
 done
-# The long part: all sizes (-a: 2 B to 8 MiB), 5 iterations each, for all six
-# tools.
-if [ "${RSIW_LONG:-0}" = 1 ]; then
-	for tool in ib_send_bw ib_write_bw ib_read_bw ib_send_lat ib_write_lat ib_read_lat; do
-		port=$((port + 1))
-		opts="-R -d $DEV -p $port -F -a -n 5"
-		serve_client "$tool-all" b "$port" "$tool $opts" "$tool $opts $ip" 400
-	done
-fi
+# All sizes (-a: 2 B to 8 MiB), 5 iterations each, for all six tools.
+for tool in ib_send_bw ib_write_bw ib_read_bw ib_send_lat ib_write_lat ib_read_lat; do
+	port=$((port + 1))
+	opts="-R -d $DEV -p $port -F -a -n 5"
+	serve_client "$tool-all" b "$port" "$tool $opts" "$tool $opts $ip" 400
+done
 # Reads beyond ORD 1, then a fenced Send (RDMAP-07): the requester must be
 # woken by each completed Read, and the data must arrive.
 # Then every byte of large unsignalled Writes and Sends (bulk_data.py), and

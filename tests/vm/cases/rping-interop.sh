@@ -1,12 +1,13 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=siw timeout=900
+# rsiw-test: vms=2 a=rsiw b=siw timeout=900 long=part
 #
 # rping between rsiw (VM a) and the C siw (VM b) in both directions: each VM
 # is the server once. rping -V checks every byte of the ping data, which
 # travels as RDMA Send, Write and Read (the server reads the client's buffer
-# and writes it back). Sizes 64 B to 65535 B (rping's largest: its buffers
-# are below 64 KiB; larger ones: ping_data.py below), over
+# and writes it back). Sizes 64 B and 65535 B (rping's largest: its buffers
+# are below 64 KiB; larger ones: ping_data.py below; the long part, make
+# check-long, adds 1 KiB and 4 KiB), over
 # IPv4 and IPv6 link-local addresses. Then, each VM the server in turn,
 # tests/vm/py/bulk_data.py checks every byte of large unsignalled Writes and
 # Sends, read_fence.py Reads beyond ORD 1 followed by a fenced Send, and
@@ -41,7 +42,8 @@ chk=$RSIW_RUN/tools/rping-check.so
 
 : "${RSIW_MPA_CONFIGS:=default}"
 count=10
-sizes="64 1024 4096 65535"
+sizes="64 65535"
+[ "${RSIW_LONG:-0}" != 1 ] || sizes="64 1024 4096 65535"
 
 rounds() { # CONFIG
 	local port=7200 srv size ip

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=1 driver=rsiw timeout=300 kernel=debug
+# rsiw-test: vms=1 driver=rsiw timeout=300
 #
 # A TX batch that cannot grow holds the send back instead of failing the QP
 # (issue 38, the GFP_NOIO limit). A connection's TX batch stages headers,
