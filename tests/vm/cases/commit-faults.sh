@@ -20,8 +20,18 @@
 # nothing outstanding (0/2/06); a Flush and an Atomic Write beyond IRD 1
 # (0/2/07); a Flush whose TO + Length wraps (0/1/04), an Atomic Write to a page
 # of another PD (0/1/03), a Verify of 2 MiB, more than rsiw digests in its RX
-# path (0/2/FF). Last, a reloads rsiw with commit=0: a Flush Request and an
-# Atomic Write Request get 0/2/06.
+# path (0/2/FF). Then a reloads rsiw with commit=1 fault_dram_persistent=1, a
+# test knob that lets DRAM be registered flushable to persistence, so that the
+# deferred Flush to persistence (a write-back of more than 64 KiB, in the
+# connection's work item while RX stops at the Flush) runs on this KASAN
+# kernel, which has no pmem: a Flush(P) of 65,600 bytes of lines gets its
+# response byte for byte and raises flush_deferred; a deferred Flush, a Write,
+# a small Flush(P|V) and a Verify of the Write in one segment get their three
+# responses in order (the Verify's digest covers the Write); a whole-region
+# (1 MiB) deferred Flush followed by a RST while the work item may still write
+# back leaves the server's QP in ERROR, and rsiw unloads (with no KASAN,
+# lockdep or kmemleak report: the runner fails on any). Last, a reloads rsiw
+# with commit=0: a Flush Request and an Atomic Write Request get 0/2/06.
 . /rsiw/tests/vm/lib.sh
 
 port=7720
@@ -33,7 +43,7 @@ else
 fi
 peer_link_up
 
-# serve PORT [off]: the server on a, the raw peer on b.
+# serve PORT [off|dram]: the server on a, the raw peer on b.
 serve() {
 	if [ "$RSIW_ROLE" = a ]; then
 		python3 /rsiw/tests/vm/py/commit_faults.py server "$RSIW_IP" "$@" \
@@ -51,14 +61,29 @@ serve() {
 	fi
 }
 
-serve $port
-barrier on-done
-if [ "$RSIW_ROLE" = a ]; then
+# reload PARAMS...: a reloads rsiw with PARAMS on a fresh device.
+reload() {
+	[ "$RSIW_ROLE" = a ] || return 0
 	run rdma link delete "$DEV"
 	run modprobe -r rsiw
-	run modprobe rsiw commit=0
+	run modprobe rsiw "$@"
 	rsiw_up eth0
+}
+
+serve $port
+barrier on-done
+reload commit=1 fault_dram_persistent=1
+serve $((port + 2)) dram
+if [ "$RSIW_ROLE" = a ]; then
+	# commit_faults.py checked each connection's counters; the totals too.
+	stat=$(rdma statistic show link "$DEV/1" | tr '\n' ' ')
+	log "rdma statistic: $stat"
+	[[ $stat =~ flush_deferred[[:space:]]+([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -ge 2 ] ||
+		die "flush_deferred below 2: the deferred path did not run"
+	dmesg | grep -q 'rsiw: fault_dram_persistent: ' ||
+		die "fault_dram_persistent did not apply: no DRAM region was registered"
 fi
+reload commit=0
 serve $((port + 1)) off
 barrier done
 pass

@@ -48,14 +48,37 @@
 # With "off" (rsiw loaded with commit=0) the opcodes themselves are refused:
 # a Flush Request and an Atomic Write Request get TERM 0/2/06.
 #
+# With "dram" (rsiw loaded with commit=1 fault_dram_persistent=1: DRAM may be
+# registered flushable to persistence, a test knob) the deferred Flush to
+# persistence (responder.rs DeferredFlush: a write-back of more than
+# FLUSH_INLINE_MAX, 64 KiB, runs in the connection's work item while RX
+# stops at the Flush) runs on the KASAN kernel, which has no pmem. The
+# server registers one region p of 1 MiB with IBV_ACCESS_FLUSH_PERSISTENT
+# and reads the port's Flush counters (hw_counters) around each connection:
+#
+#   check           the raw peer sends                       rsiw answers
+#   deferred        Flush(P) of p+100..65636: 65,600 bytes   Flush Response; counters
+#                   of lines, one line more than inline      +1 executed, persistent,
+#                                                            deferred, +65600 bytes
+#   deferred-order  in ONE segment: Flush(P) of 256 KiB,     Flush, Flush and Verify
+#                   Write W to p+4096, Flush(P|V) of W,      Responses (MSN 1-3), the
+#                   Verify of W with its digest (FLUSH-03,   digest of W; p holds W;
+#                   VERIFY-06, T-01: RX stopped at the       +2 executed, +1 deferred
+#                   first Flush goes on after it)
+#   deferred-reset  in ONE segment: Flush(P|R) of all p,     nothing; the server's QP
+#                   Write W, Flush(V); then a RST while the  in ERROR, p unchanged or
+#                   work item may still write p back         with W, nothing leaks
+#
 # Except for order, verify-digest and flush-region, the server's QP must end
 # in ERROR and no page may change (but the Writes of order).
 #
-#   commit_faults.py server ADDR PORT [off]
-#   commit_faults.py client ADDR PORT [off]
+#   commit_faults.py server ADDR PORT [off|dram]
+#   commit_faults.py client ADDR PORT [off|dram]
 #
 # Exits 0 if all pass, 1 with a message otherwise.
 
+import fcntl
+import socket
 import struct
 import sys
 import time
@@ -77,6 +100,7 @@ BIG = 2 << 20
 INIT = 0x0102030405060708
 # IBV_ACCESS_FLUSH_GLOBAL (rdma-core's verbs.h), in case pyverbs lacks it.
 FLUSH_GLOBAL = getattr(e, 'IBV_ACCESS_FLUSH_GLOBAL', 1 << 8)
+FLUSH_PERSISTENT = getattr(e, 'IBV_ACCESS_FLUSH_PERSISTENT', 1 << 9)
 FLUSH_P, FLUSH_V, FLUSH_R = 0x1, 0x2, 0x4
 A = bytes(range(64))
 B = bytes(range(0x80, 0xc0))
@@ -106,6 +130,19 @@ CHECKS = {
     'verify-huge': (0, 2, 0xff),
 }
 OFF_CHECKS = {'flush-disabled': (0, 2, 6), 'awrite-disabled': (0, 2, 6)}
+# "dram": the region p, the Write W in it, and what each check adds to the
+# Flush counters (COUNTERS), None where a reset races the write-back.
+PSIZE = 1 << 20
+W = bytes(range(0x40, 0x80))
+W_AT = 4096
+DEFER_LEN = 256 << 10
+COUNTERS = ('flush_executed', 'flush_persistent', 'flush_writeback_bytes', 'flush_deferred')
+DRAM_CHECKS = {
+    'deferred': (1, 1, 65600, 1),
+    'deferred-order': (2, 2, DEFER_LEN + len(W), 1),
+    'deferred-reset': None,
+}
+SIOCOUTQNSD = 0x894B
 
 
 def crc32c(data):
@@ -165,6 +202,18 @@ def fpdus(check, mrs):
     }[check]
 
 
+def dram_fpdus(check, p, pk):
+    """The segments of a "dram" check, after the stream's first Write."""
+    return [first_write()] + {
+        'deferred': [flush(1, pk, p + 100, 65536, FLUSH_P)],
+        'deferred-order': [flush(1, pk, p, DEFER_LEN, FLUSH_P) + write(pk, p + W_AT, W) +
+                           flush(2, pk, p + W_AT, len(W), FLUSH_P | FLUSH_V) +
+                           verify(3, pk, p + W_AT, len(W), digest(W))],
+        'deferred-reset': [flush(1, pk, 0, 0, FLUSH_P | FLUSH_R) + write(pk, p + W_AT, W) +
+                           flush(2, pk, p, 8, FLUSH_V)],
+    }[check]
+
+
 def expected(check):
     """The bytes rsiw must send for a check that succeeds."""
     qn3 = lambda op, msn, payload=b'': untagged(op, 3, msn, payload)
@@ -173,6 +222,8 @@ def expected(check):
         'order': qn3(0xD, 1) + qn3(0x11, 2) + qn3(0xF, 3, digest(A + B + D)),
         'verify-digest': qn3(0xF, 1, digest(init)),
         'flush-region': qn3(0xD, 1),
+        'deferred': qn3(0xD, 1),
+        'deferred-order': qn3(0xD, 1) + qn3(0xD, 2) + qn3(0xF, 3, digest(W)),
     }[check]
 
 
@@ -263,11 +314,132 @@ def client(addr, port, checks, off):
         time.sleep(0.2)
 
 
+def counters(dev):
+    """The port's Flush counters (COUNTERS), from sysfs."""
+    d = f'/sys/class/infiniband/{dev}/ports/1/hw_counters/'
+    out = []
+    for c in COUNTERS:
+        with open(d + c) as f:
+            out.append(int(f.read()))
+    return out
+
+
+def dram_server(addr, port):
+    from pyverbs.mr import MR
+    lst = cmutil.Listener(addr, port)
+    children = []
+    access = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_READ |
+              e.IBV_ACCESS_REMOTE_WRITE | FLUSH_GLOBAL | FLUSH_PERSISTENT)
+    init = struct.pack('<Q', INIT) * (PSIZE // 8)
+    with_w = init[:W_AT] + W + init[W_AT + len(W):]
+    for check, want in DRAM_CHECKS.items():
+        child, _ = lst.request(check)
+        children.append(child)
+        child.create_qp(cmutil.qp_attr(wr=4, sge=1))
+        dev = child.context.name
+        # DRAM flushable to persistence: only with fault_dram_persistent.
+        mr = MR(child.pd, PSIZE, access)
+        mr.write(init, PSIZE, 0)
+        pdata = struct.pack('<QI', mr.buf, mr.rkey)
+        cp = ConnParam(resources=4, depth=4, qp_num=0, data_len=len(pdata))
+        cp.set_private_data(pdata)
+        before = counters(dev)
+        child.accept(cp)
+        lst.next_event(ce.RDMA_CM_EVENT_ESTABLISHED, check)
+        lst.next_event(ce.RDMA_CM_EVENT_DISCONNECTED, check)
+        attr, _ = child.query_qp(e.IBV_QP_STATE)
+        page = bytes(mr.read(PSIZE, 0))
+        got = tuple(a - b for a, b in zip(counters(dev), before))
+        log(f'{check}: QP state {attr.qp_state}, counters +{got} ({", ".join(COUNTERS)})')
+        if want is not None and got != want:
+            fail(f'{check}: the Flush counters rose by {got}, want {want}')
+        if want is None:
+            # The reset raced the work item: it wrote p back and answered, or
+            # stopped between two parts, or never began.
+            if attr.qp_state != e.IBV_QPS_ERR:
+                fail(f'{check}: server QP state {attr.qp_state}, want ERROR')
+            if got[3] > 1 or got[0] > 2:
+                fail(f'{check}: the Flush counters rose by {got}')
+            ok = (init, with_w)
+        else:
+            ok = (with_w if check == 'deferred-order' else init,)
+        if page not in ok:
+            w = ok[-1]
+            at = next(k for k in range(PSIZE) if page[k] != w[k])
+            fail(f'{check}: p differs at {at}: {page[at:at + 16].hex()}, '
+                 f'want {w[at:at + 16].hex()}')
+        cmutil.disconnect_after_peer(child, quiet=True)
+        mr.close()
+        log(f'{check}: ok')
+    for child in children:
+        child.close()
+
+
+def read_upto(s, n, limit):
+    """Reads until n bytes, EOF or `limit` seconds, then whatever follows
+    within 0.3 s (nothing, if rsiw sent only what was expected)."""
+    s.settimeout(limit)
+    data = b''
+    try:
+        while len(data) < n:
+            b = s.recv(4096)
+            if not b:
+                return data
+            data += b
+        s.settimeout(0.3)
+        while True:
+            b = s.recv(4096)
+            if not b:
+                return data
+            data += b
+    except (socket.timeout, ConnectionResetError):
+        return data
+
+
+def dram_client(addr, port):
+    port = int(port)
+    for check in DRAM_CHECKS:
+        s, pdata = rawpeer.connect(addr, port)
+        p, pk = struct.unpack('<QI', pdata[:12])
+        time.sleep(0.2)
+        segs = dram_fpdus(check, p, pk)
+        for i, f in enumerate(segs):
+            s.sendall(f)
+            if i + 1 < len(segs):
+                time.sleep(0.05)
+        if check == 'deferred-reset':
+            # Reset as soon as the segment left: TCP sends a RST at once, and
+            # rsiw's work item may be writing the 1 MiB back meanwhile.
+            for _ in range(100):
+                nsd = struct.unpack('i', fcntl.ioctl(s, SIOCOUTQNSD, bytes(4)))[0]
+                if nsd == 0:
+                    break
+                time.sleep(0.01)
+            else:
+                fail(f'{check}: the segment was not sent within 1 s')
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
+            s.close()
+            log(f'{check}: reset after the Flush')
+            time.sleep(0.2)
+            continue
+        want = expected(check)
+        data = read_upto(s, len(want), 20)
+        s.close()
+        if data != want:
+            fail(f'{check}: got {data.hex()}, want {want.hex()}')
+        log(f'{check}: the responses, byte for byte')
+        time.sleep(0.2)
+
+
 def main():
     args = sys.argv[1:]
     if len(args) not in (3, 4) or args[0] not in ('server', 'client') or \
-            args[3:] not in ([], ['off']):
-        fail('usage: commit_faults.py server|client ADDR PORT [off]')
+            args[3:] not in ([], ['off'], ['dram']):
+        fail('usage: commit_faults.py server|client ADDR PORT [off|dram]')
+    if args[3:] == ['dram']:
+        (dram_server if args[0] == 'server' else dram_client)(args[1], args[2])
+        log('ok')
+        return
     off = args[3:] == ['off']
     checks = OFF_CHECKS if off else CHECKS
     (server if args[0] == 'server' else client)(args[1], args[2], checks, off)

@@ -93,6 +93,8 @@ use kernel::{
         atomic::{
             Acquire,
             Atomic,
+            AtomicFlag,
+            Relaxed,
             Release, //
         },
         rcu,
@@ -156,7 +158,8 @@ pub(crate) fn mr_rights(flags: AccessFlags) -> Result<Rights> {
 /// flushable to persistence (`IB_ACCESS_FLUSH_PERSISTENT`, [`Rights::FLUSH_PERSISTENT`]) only
 /// if every page of it is persistent memory and the architecture can write caches back to it
 /// (CMT-03, issue 37). Otherwise `EINVAL`, and a log line that says why. Returns whether the
-/// region is flushable to persistence.
+/// region is flushable to persistence. A user MR's `is_pmem` also says yes under the test knob
+/// [`fault_dram_persistent`]; a fast registration's and a DMA MR's never do.
 pub(crate) fn persistent(rights: Rights, is_pmem: impl FnOnce() -> bool) -> Result<bool> {
     if !rights.contains(Rights::FLUSH_PERSISTENT) {
         return Ok(false);
@@ -166,6 +169,26 @@ pub(crate) fn persistent(rights: Rights, is_pmem: impl FnOnce() -> bool) -> Resu
     }
     pr_warn!("mr: IB_ACCESS_FLUSH_PERSISTENT refused: the region is not persistent memory\n");
     Err(EINVAL)
+}
+
+/// Fault injection for tests (`fault_dram_persistent`, off by default): a user region that is
+/// not persistent memory is taken for persistent memory by [`persistent`], so that a Flush to
+/// persistence, and the deferred write-back of a long one (`responder::DeferredFlush`), can be
+/// tested on a kernel without persistent memory (`tests/vm/cases/commit-faults.sh`, on the KASAN
+/// kernel). Writing back the cache lines of DRAM (`arch_wb_cache_pmem()`) only cleans them:
+/// it is harmless, and makes nothing durable. Fast registrations and DMA MRs are not affected
+/// (see [`fast_reg_rights`]). Logs once per module load, when it first applies.
+fn fault_dram_persistent() -> bool {
+    static LOGGED: AtomicFlag = AtomicFlag::new(false);
+    if !crate::module_parameters::fault_dram_persistent.value() {
+        return false;
+    }
+    if !LOGGED.xchg(true, Relaxed) {
+        pr_warn!(
+            "fault_dram_persistent: a user region that is not persistent memory is registered flushable to persistence (testing only)\n"
+        );
+    }
+    true
 }
 
 /// The rights of a fast registration (`IB_WR_REG_MR`), checked when it is posted and when it
@@ -704,9 +727,12 @@ impl MemTable {
         backing: Backing,
     ) -> Result<RsiwMr> {
         // Only a user MR can be persistent memory (a fast registration never is:
-        // `fast_reg_rights()`); `persistent()` logs the refusal of the others.
+        // `fast_reg_rights()`); `persistent()` logs the refusal of the others. The test knob
+        // `fault_dram_persistent` applies to user MRs only.
         let pmem = match &backing {
-            Backing::Umem(u) => persistent(rights, || u.is_persistent())?,
+            Backing::Umem(u) => {
+                persistent(rights, || u.is_persistent() || fault_dram_persistent())?
+            }
             _ => persistent(rights, || false)?,
         };
         let (kva, umem, pages) = match backing {

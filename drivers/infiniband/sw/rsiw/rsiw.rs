@@ -83,6 +83,10 @@ module! {
             default: 0,
             description: "Testing only: every connection work item sleeps this long in module code after it dropped its connection (0: off)",
         },
+        fault_dram_persistent: bool {
+            default: false,
+            description: "Testing only: a user memory region that is not persistent memory may be registered flushable to persistence (IB_ACCESS_FLUSH_PERSISTENT, with commit) as if it were, so that Flush to persistence and its deferred write-back run without persistent memory; nothing is made durable. Fast registrations and DMA MRs still refuse the flag",
+        },
         fault_tx_nomem: bool {
             default: false,
             description: "Testing only: the TX batch of a connection cannot grow beyond its first staging page, as if every allocation failed (sends must go on in smaller FPDUs)",
