@@ -163,7 +163,10 @@ impl<T: Send + Sync + 'static> IndexTable<T> {
         }
         // INVARIANT: After the removal, under the lock, so after the cookies already waiting.
         let cookie = start_poll();
-        if let Err(PushError(r)) = retired.push_within_capacity(Retired { cookie, _entry: entry }) {
+        if let Err(PushError(r)) = retired.push_within_capacity(Retired {
+            cookie,
+            _entry: entry,
+        }) {
             // Cannot happen: room was reserved.
             rcu::synchronize_rcu();
             self.waits.fetch_add(1, Relaxed);
