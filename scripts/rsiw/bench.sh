@@ -71,7 +71,7 @@ fi
 
 # bench_pmem: the rows of tests/vm/cases/bench-pmem.sh, appended to results.txt.
 bench_pmem() {
-	local log=$out/pmem/bench-pmem/a/bench-client.log
+	local dir=$out/pmem/bench-pmem/a
 	"$RSIW_TOP/scripts/rsiw/kernel.sh" build pmem
 	"$RSIW_TOP/scripts/rsiw/rdma-core.sh"
 	"$RSIW_TOP/tests/vm/run" --long --out "$out/pmem" bench-pmem ||
@@ -80,13 +80,17 @@ bench_pmem() {
 		echo
 		echo "persistent memory (bench-pmem: rsiw to rsiw in one VM, an emulated NVDIMM, devdax;"
 		echo "the pmem kernel, lockdep and kmemleak: compare these rows with each other)"
-		awk '$1 == "siw_pmem" && $2 == "bench:" && NF == 5 {
+		# bench-client.log: the defaults; bench-wq-client.log: the same
+		# with bh_respond_qn3=0 (QN 3 responses from the work item).
+		awk 'FNR == 1 && NR > 1 { print "  with bh_respond_qn3=0 (Atomic Write, Flush responses from the work item):" }
+		     $1 == "siw_pmem" && $2 == "bench:" && NF == 5 {
 			printf "  %-26s median %8.1f  mean %8.1f us\n", $3, $4, $5; lat[$3] = $4 }
 		     $1 == "siw_pmem" && $2 == "bench:" && $3 == "atomic_write_rate" {
-			printf "  %-26s %8d op/s (8 posted at once)\n", $3, $4 }
-		     END { if (lat["write64+read1"] > 0)
-			printf "  %-26s %8.2f (median Write+Flush(P) / median Write+Read)\n",
-				"flush_p/read_after_write", lat["write64+flush_persistent"] / lat["write64+read1"] }' "$log"
+			printf "  %-26s %8d op/s (8 posted at once)\n", $3, $4
+			if (lat["write64+read1"] > 0)
+				printf "  %-26s %8.2f (median Write+Flush(P) / median Write+Read)\n",
+					"flush_p/read_after_write", lat["write64+flush_persistent"] / lat["write64+read1"]
+			delete lat }' "$dir/bench-client.log" "$dir/bench-wq-client.log"
 	} | tee -a "$out/results.txt"
 }
 # By default with the whole bench only (RSIW_BENCH_ONLY selects perftest rows).
