@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=1 driver=rsiw timeout=300
+# rsiw-test: vms=1 driver=rsiw timeout=420
 #
 # rmmod while a connection work item still runs module code (issue 38,
 # item 4). Connection work items run rsiw code up to the end of their
