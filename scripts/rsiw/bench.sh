@@ -71,7 +71,7 @@ fi
 
 # bench_pmem: the rows of tests/vm/cases/bench-pmem.sh, appended to results.txt.
 bench_pmem() {
-	local log=$out/pmem/bench-pmem/a/bench-client.log
+	local dir=$out/pmem/bench-pmem/a
 	"$RSIW_TOP/scripts/rsiw/kernel.sh" build pmem
 	"$RSIW_TOP/scripts/rsiw/rdma-core.sh"
 	"$RSIW_TOP/tests/vm/run" --long --out "$out/pmem" bench-pmem ||
@@ -80,13 +80,41 @@ bench_pmem() {
 		echo
 		echo "persistent memory (bench-pmem: rsiw to rsiw in one VM, an emulated NVDIMM, devdax;"
 		echo "the pmem kernel, lockdep and kmemleak: compare these rows with each other)"
-		awk '$1 == "siw_pmem" && $2 == "bench:" && NF == 5 {
-			printf "  %-26s median %8.1f  mean %8.1f us\n", $3, $4, $5; lat[$3] = $4 }
-		     $1 == "siw_pmem" && $2 == "bench:" && $3 == "atomic_write_rate" {
-			printf "  %-26s %8d op/s (8 posted at once)\n", $3, $4 }
-		     END { if (lat["write64+read1"] > 0)
-			printf "  %-26s %8.2f (median Write+Flush(P) / median Write+Read)\n",
-				"flush_p/read_after_write", lat["write64+flush_persistent"] / lat["write64+read1"] }' "$log"
+		# bench-R-client.log: round R with the defaults; bench-wq-R-client.log:
+		# the same with bh_respond_qn3=0 (QN 3 responses from the work item).
+		# Each row: the median over the rounds of each round's median.
+		python3 - "$dir" <<'PY'
+import glob, statistics, sys
+def rounds(prefix):
+    out = []
+    for f in sorted(glob.glob(f"{sys.argv[1]}/{prefix}-[0-9]*-client.log")):
+        lat, rate = {}, None
+        for line in open(f):
+            w = line.split()
+            if w[:2] == ["siw_pmem", "bench:"] and len(w) == 5:
+                lat[w[2]] = float(w[3])
+            elif w[:3] == ["siw_pmem", "bench:", "atomic_write_rate"]:
+                rate = float(w[3])
+        out.append((lat, rate))
+    return out
+for prefix, title in (("bench", None),
+                      ("bench-wq", "with bh_respond_qn3=0 (Atomic Write and Flush responses from the work item):")):
+    rs = rounds(prefix)
+    if not rs:
+        continue
+    if title:
+        print("  " + title)
+    for name in rs[0][0]:
+        v = [r[0][name] for r in rs if name in r[0]]
+        print(f"  {name:26s} median {statistics.median(v):8.1f} us  (rounds: {' '.join(f'{x:.1f}' for x in v)})")
+    v = [r[1] for r in rs if r[1]]
+    if v:
+        print(f"  {'atomic_write_rate':26s} {statistics.median(v):8.0f} op/s (8 posted at once; rounds: {' '.join(f'{x:.0f}' for x in v)})")
+    q = [r[0]["write64+flush_persistent"] / r[0]["write64+read1"] for r in rs
+         if r[0].get("write64+read1")]
+    if q:
+        print(f"  {'flush_p/read_after_write':26s} {statistics.median(q):8.2f} (Write+Flush(P) / Write+Read, per round: {' '.join(f'{x:.2f}' for x in q)})")
+PY
 	} | tee -a "$out/results.txt"
 }
 # By default with the whole bench only (RSIW_BENCH_ONLY selects perftest rows).
