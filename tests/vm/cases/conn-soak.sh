@@ -37,10 +37,17 @@ base=$(kmem)
 log "before: $base KiB"
 
 cycles_round a $cycles 9000
+# Halfway (the first minute's TIME_WAIT sockets still there): whether what
+# stays grows with the cycles or stops after the first thousands (caches).
+log "after the first $cycles: $(kmem) KiB"
 cycles_round b $cycles 9000
 barrier done
 
-# Sockets in TIME_WAIT live 60 s; RCU frees the rest.
+# Sockets in TIME_WAIT live 60 s: wait until the last minute's are gone, so
+# that what is left is what the cycles kept; RCU frees the rest.
+tw() { ss -tanH state time-wait | wc -l; }
+log "$(tw) sockets in TIME_WAIT"
+wait_for 90 eval '[ "$(tw)" = 0 ]' || log "$(tw) sockets still in TIME_WAIT after 90 s"
 limit=$((base + 4096))
 for _ in $(seq 1 30); do
 	now=$(kmem)
