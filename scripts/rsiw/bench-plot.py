@@ -10,6 +10,8 @@ RESULTS.TXT is the results.txt that scripts/rsiw/bench.py writes into the
 bench's log directory (its table: TEST SIZE SIW RSIW RSIW-64K UNIT RATIOS...,
 "-" where a configuration did not run). make bench (scripts/rsiw/bench.sh)
 calls it and saves the picture as Documentation/infiniband/rsiw-bench.png.
+Rows with 8 QPs (size 65536q8) are drawn as open markers at 64 KiB beside
+the lines; the cpu: and kcpu: rows (CPU time per GB) are not drawn.
 
 Runs with Debian's python3-matplotlib (hence /usr/bin/python3).
 """
@@ -26,7 +28,8 @@ LAT_TOOLS = ("ib_write_lat", "ib_read_lat", "ib_send_lat")
 
 
 def parse(text: str) -> dict:
-    """{(test, size): {config: value}} and {test: unit} from results.txt's table."""
+    """{(test, size): {config: value}} and {test: unit} from results.txt's table;
+    size: bytes, or (bytes, QPs) for a size such as 65536q8."""
     rows, units = {}, {}
     lines = text.splitlines()
     try:
@@ -37,12 +40,20 @@ def parse(text: str) -> dict:
         f = line.split()
         if len(f) < 6 or line.startswith("("):
             break
-        test, size, vals, unit = f[0], int(f[1]), f[2:5], f[5]
+        test, size, vals, unit = f[0], parse_size(f[1]), f[2:5], f[5]
         rows[(test, size)] = {c: float(v) for c, v in zip(CONFIGS, vals) if v != "-"}
         units[test] = unit
     if not rows:
         raise SystemExit("the results table is empty")
     return {"rows": rows, "units": units}
+
+
+def parse_size(s: str):
+    """"65536" -> 65536, "65536q8" -> (65536, 8)."""
+    if "q" in s:
+        n, q = s.split("q", 1)
+        return (int(n), int(q))
+    return int(s)
 
 
 def size_text(n: int) -> str:
@@ -65,12 +76,19 @@ def plot(res: dict, out: Path, title: str) -> None:
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), constrained_layout=True)
     bw_axes = [axes[0][0], axes[0][1], axes[1][0]]
     for ax, tool in zip(bw_axes, BW_TOOLS):
-        sizes = sorted(s for (t, s) in rows if t == tool)
+        sizes = sorted(s for (t, s) in rows if t == tool and isinstance(s, int))
+        # Several QPs at once (perftest's -q): open markers at the message size.
+        multi = sorted(s for (t, s) in rows if t == tool and isinstance(s, tuple))
         for c in CONFIGS:
             pts = [(s, rows[(tool, s)][c]) for s in sizes if c in rows[(tool, s)]]
+            color, marker = STYLE[c]
             if pts:
-                color, marker = STYLE[c]
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, marker=marker, label=c)
+            for n, q in multi:
+                if c in rows[(tool, (n, q))]:
+                    ax.plot([n], [rows[(tool, (n, q))][c]], linestyle="none", marker=marker,
+                            markerfacecolor="none", markeredgecolor=color, markersize=9,
+                            label=f"{c}, -q {q}" if ax is bw_axes[0] else None)
         if tcp:
             ax.axhline(statistics.median(tcp), color="black", linestyle="--", linewidth=1,
                        label="TCP (iperf3)")
@@ -86,7 +104,8 @@ def plot(res: dict, out: Path, title: str) -> None:
     bw_axes[0].legend(loc="lower right", fontsize="small")
 
     ax = axes[1][1]
-    groups = [(t, s) for t in LAT_TOOLS for s in sorted(s for (u, s) in rows if u == t)]
+    groups = [(t, s) for t in LAT_TOOLS
+              for s in sorted(s for (u, s) in rows if u == t and isinstance(s, int))]
     width = 0.8 / len(CONFIGS)
     for i, c in enumerate(CONFIGS):
         xs = [g + (i - (len(CONFIGS) - 1) / 2) * width for g in range(len(groups))]

@@ -29,12 +29,23 @@ with each driver back to back in the same QEMU processes. The order of the
 drivers alternates round by round, so a pair swaps once per round; with three
 or more configurations it rotates, so that each runs just after a swap.
 
+Besides the figures of the tests, the table has two kinds of rows (issue
+39): the bandwidth tools at 64 KiB with 8 QPs at once (size 65536q8,
+perftest's -q 8), and cpu:TEST, the guest CPU time both VMs of the pair
+spent per GB that TEST moved (s/GB, over the test's measured interval), with
+kcpu:TEST, the kernel's part of it (perftest polls its CQ in user space, a
+vCPU's worth whatever the driver costs); by default for the bandwidth tools
+at 64 KiB and iperf3 (RSIW_BENCH_CPU, scripts/rsiw/guest/bench). For those,
+as for latencies, lower is better: their ratios are siw/x and tcp/x, so that
+> 1 means x is better in every ratio column.
+
 Usage: bench.py OUT ROUNDS [ONLY]; OUT holds the tools directory (the
 connect-delay shim) and receives one directory per pair and results.txt.
 """
 import os
 import random
 import re
+import shlex
 import socket
 import statistics
 import subprocess
@@ -64,14 +75,17 @@ CONFIGS += [(name, drv, params) for drv, name, params in EXTRA]
 NAMES = [c[0] for c in CONFIGS]
 SWAP = os.environ.get("RSIW_BENCH_SWAP", "") == "1"
 TURN_TIMEOUT = 600
+# Units of figures where lower is better: latencies, CPU time per GB (cpu: and kcpu: rows).
+LOWER_BETTER = ("us", "s/GB")
 
 
 def tests(only: str) -> list[tuple[str, str]]:
     """The bench's tests in their order, as (TOOL, SIZE); RSIW_BENCH_ONLY is
-    a grep -E pattern over TOOL-SIZE, "tcp" and "connect"."""
+    a grep -E pattern over TOOL-SIZE, "tcp" and "connect". SIZE 65536q8: 64 KiB
+    with 8 QPs (perftest's -q 8)."""
     t = [("tcp", "")]
     t += [(tool, str(s)) for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw")
-          for s in (64, 4096, 65536, 1048576)]
+          for s in (64, 4096, 65536, 1048576, "65536q8")]
     t += [(tool, str(s)) for tool in ("ib_write_lat", "ib_read_lat", "ib_send_lat")
           for s in (2, 4096)]
     # RFC 7306 from user space through the patched siw provider (the atomic and
@@ -105,12 +119,16 @@ class Pair:
         self.dir.mkdir(parents=True, exist_ok=True)
         subprocess.run(["cp", "-r", str(out / "tools"), str(self.dir)], check=True)
         (self.dir / ".turn").mkdir(exist_ok=True)
+        # RSIW_BENCH_CPU (which tests get a cpu: row) only when set: the guest has the default.
+        cpu = ""
+        if "RSIW_BENCH_CPU" in os.environ:
+            cpu = f"RSIW_BENCH_CPU={shlex.quote(os.environ['RSIW_BENCH_CPU'])} "
         argv = [str(SCRIPTS / "vm.py"), "run", "--variant", "bench", "--vms", "2",
                 "--driver", drv, "--driver-b", drv, "--quiet", "--timeout", "86400",
                 "--out", str(self.dir), "--cmd",
                 f"RSIW_BENCH_TURNS=1 RSIW_BENCH_STATS={os.environ.get('RSIW_BENCH_STATS', '')} "
                 f"RSIW_BENCH_LAT_ITERS={os.environ.get('RSIW_BENCH_LAT_ITERS', '')} "
-                "/rsiw/guest/bench"]
+                f"{cpu}/rsiw/guest/bench"]
         if kargs:
             argv += ["--karg", kargs]
         self.log = open(self.dir / "vm.log", "wb")
@@ -311,10 +329,11 @@ def report(out: Path, rounds: int, res: dict, raw: dict, notes: list) -> None:
     rat = lambda x: f"{x:8.2f}" if x is not None else f"{'n/a':>8}"
 
     def better(unit, ref, x):
-        # x relative to ref, > 1 when x is better: higher rates, lower latencies.
+        # x relative to ref, > 1 when x is better: higher rates, lower latencies and
+        # CPU costs.
         if not (ref and x):
             return None
-        return ref / x if unit == "us" else x / ref
+        return ref / x if unit in LOWER_BETTER else x / ref
 
     tcp = res.get(("tcp", "131072", "MB/s"), {})
     lines = [f"{'test':<16} {'size':>7} {'siw':>10} {'rsiw':>10} {'rsiw-64k':>10} {'unit':<6} "
@@ -330,9 +349,17 @@ def report(out: Path, rounds: int, res: dict, raw: dict, notes: list) -> None:
             return med([x for x in rs if x is not None])
 
         def vs_tcp(d):
-            if unit != "MB/s" or test == "tcp":
+            # Bandwidth: RDMA's over TCP's; CPU per GB: TCP's over RDMA's (> 1: RDMA
+            # costs less). Both from the same pair in the same round.
+            if unit == "MB/s" and test != "tcp":
+                rs = [v[d][r] / tcp[d][r] for r in v.get(d, {}) if tcp.get(d, {}).get(r)]
+            elif unit == "s/GB" and not test.endswith(":tcp"):
+                # cpu:TOOL against cpu:tcp, kcpu:TOOL against kcpu:tcp.
+                ref = res.get((test.split(":")[0] + ":tcp", "131072", "s/GB"), {})
+                rs = [ref[d][r] / v[d][r] for r in v.get(d, {})
+                      if ref.get(d, {}).get(r) and v[d][r]]
+            else:
                 return None
-            rs = [v[d][r] / tcp[d][r] for r in v.get(d, {}) if tcp.get(d, {}).get(r)]
             return med(rs)
         lines.append(f"{test:<16} {size:>7} {fmt(m.get('siw'))} {fmt(m.get('rsiw'))} {fmt(m.get('rsiw-64k'))} "
                      f"{unit:<6} {rat(vs_siw('rsiw'))} {rat(vs_siw('rsiw-64k'))} "
@@ -345,6 +372,14 @@ def report(out: Path, rounds: int, res: dict, raw: dict, notes: list) -> None:
               " the pairs taking turns test by test; x/siw > 1: x is better, for latencies",
               " it is siw/x; x/tcp: RDMA bandwidth over iperf3's on the same pair's link;",
               " rsiw-64k: rsiw with fpdu_segments=45, FPDUs of up to 64 KiB)"]
+    if any(k[1].endswith("q8") for k in res):
+        lines.append("(65536q8: 64 KiB messages on 8 QPs at once, perftest's -q 8)")
+    if any(k[2] == "s/GB" for k in res):
+        lines += ["(cpu:TEST, s/GB: guest CPU seconds, both VMs of the pair, per GB that TEST",
+                  " moved over its measured interval; kcpu:TEST: the kernel's part (system, irq,",
+                  " softirq: without perftest's polling of its CQ, which keeps a vCPU busy).",
+                  " LOWER IS BETTER, so their ratios are siw/x and, against cpu:tcp (kcpu:tcp:",
+                  " iperf3's on the same pair), tcp/x: > 1, x costs less CPU per byte)"]
     lines += notes
     lines += same_config_ratios(res)
     # The per-round ratios, their geometric mean and how sure it is: a 90 % interval from

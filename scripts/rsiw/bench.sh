@@ -20,6 +20,18 @@
 # RSIW_BENCH_SWAP=1 measures all configurations in every pair, swapping the
 # driver between turns (the ratio then compares runs of the same boot).
 #
+# Issue 39's rows: ib_{write,read,send}_bw at 64 KiB on 8 QPs at once
+# (perftest's -q 8, size "65536q8": RSIW_BENCH_ONLY='_bw-65536' selects them
+# with the one-QP rows, '65536q8' alone), and the CPU cost of a byte:
+# cpu:TEST is the guest CPU time of both VMs of the pair per GB that TEST
+# moved (s/GB, /proc/stat's busy time over the test's measured interval),
+# kcpu:TEST the kernel's part of it (perftest's client polls its CQ and keeps
+# a vCPU busy whatever the driver does). Lower is better: their ratios are
+# siw/x and tcp/x, against iperf3's cost on the same pair (cpu:tcp). They
+# come with the bandwidth tools at 64 KiB (one and 8 QPs) and tcp;
+# RSIW_BENCH_CPU (a grep -E pattern over TOOL-SIZE, see
+# scripts/rsiw/guest/bench) picks other tests, RSIW_BENCH_CPU= none.
+#
 # Then the commit extensions on persistent memory (issue 37; RSIW_BENCH_PMEM=0
 # leaves them out of a whole bench, RSIW_BENCH_PMEM=1 adds them to a subset,
 # RSIW_BENCH_ONLY=pmem runs only them): one VM on the pmem
