@@ -64,6 +64,22 @@ def qp_attr(wr=4, sge=None):
     return QPInitAttr(qp_type=e.IBV_QPT_RC, cap=cap)
 
 
+def qp_state_after_close(cmid, siw=False, secs=5.0):
+    """The QP state once the connection has gone (DISCONNECTED seen).
+
+    The C siw reports the close to the CM (IW_CM_EVENT_CLOSE, hence
+    DISCONNECTED) from its CM work item before that work item moves the QP
+    to ERROR (siw_cm_work_handler: siw_cm_upcall, then siw_qp_llp_close),
+    so on siw the state is polled until ERROR for up to secs. rsiw is in
+    ERROR before it reports the close: read once."""
+    end = time.monotonic() + (secs if siw else 0)
+    while True:
+        attr, _ = cmid.query_qp(e.IBV_QP_STATE)
+        if attr.qp_state == e.IBV_QPS_ERR or time.monotonic() >= end:
+            return attr.qp_state
+        time.sleep(0.05)
+
+
 def conn_param(pd=b''):
     # The length is fixed at construction; set_private_data() copies the bytes.
     cp = ConnParam(resources=1, depth=1, qp_num=0, data_len=len(pd))

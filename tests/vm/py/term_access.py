@@ -132,7 +132,7 @@ def client(addr, port, check, siw=False):
         fail(f'Write completed with status {wc.status}, expected REM_ACCESS_ERR or SUCCESS')
     next_event(ch, ce.RDMA_CM_EVENT_DISCONNECTED)
     log('disconnected')
-    st = qp_state(cmid)
+    st = cmutil.qp_state_after_close(cmid, siw)
     if st != e.IBV_QPS_ERR:
         fail(f'client QP state {st}, expected ERROR')
     cmutil.disconnect_after_peer(cmid)
