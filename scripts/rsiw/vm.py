@@ -116,8 +116,37 @@ KNOWN_LOCKDEP = {
     # completion goes through ib-comp-wq.
     frozenset({"nvmet_config_sem", "&id_priv->handler_mutex"}):
         "nvmet-rdma: early Connect run from the CM handler vs. port removal (upstream)",
+    # srp/002 (dm-multipath over SRP, logout and login under file I/O): the
+    # SCSI disk's removal (srp_remove_work, sd_remove, del_gendisk, with the
+    # queue frozen: its usage counter) flushes the bdi's writeback work,
+    # which dm's request cloning made wait on that queue. Block layer and
+    # dm; the same report on rsiw and siw (rsiw-testing.rst, blktests).
+    frozenset({"(work_completion)(&(&wb->dwork)->work)", "&q->q_usage_counter(queue)"}):
+        "srp/002: del_gendisk() with the queue frozen vs. writeback through dm (upstream)",
 }
-_LOCK_CLASS_RE = re.compile(r"\(([^(){}]+)\)\{")
+_LOCK_ADDR_RE = re.compile(r"^\s*[0-9a-f]+ \(")
+
+
+def _lock_class(msg: str) -> str | None:
+    """The lock class of a lockdep lock line, "ADDR (CLASS){USAGE}-{..}, at: ...",
+    whose CLASS may hold parentheses ("(work_completion)(&(&wb->dwork)->work)"),
+    without the "#N" that numbers the instances of a class name
+    ("&q->q_usage_counter(queue)#8")."""
+    m = _LOCK_ADDR_RE.match(msg)
+    if not m:
+        return None
+    depth, start = 1, m.end()
+    for i in range(start, len(msg)):
+        c = msg[i]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                if not msg.startswith("{", i + 1):
+                    return None
+                return re.sub(r"#\d+$", "", msg[start:i])
+    return None
 
 _SPLAT_RE = re.compile("|".join(f"(?:{p})" for p in SPLAT_PATTERNS))
 _ALLOW_RE = re.compile("|".join(f"(?:{p})" for p in SPLAT_ALLOW))
@@ -737,8 +766,7 @@ def _lockdep_report(r: VMResult, line: str) -> bool:
         return True
     r._report.append(line)
     if r._report_next:
-        lm = _LOCK_CLASS_RE.search(msg)
-        r._report_locks.append(lm.group(1) if lm else "?")
+        r._report_locks.append(_lock_class(msg) or "?")
         r._report_next = False
     elif "is trying to acquire lock:" in msg or "but task is already holding lock:" in msg:
         r._report_next = True

@@ -80,6 +80,24 @@ bt_setup() {
 	bt_disk_driver
 	[ -e /proc/config.gz ] || log "warning: no /proc/config.gz (CONFIG_IKCONFIG_PROC)"
 	[ "${BT_UDEV:-0}" != 1 ] || bt_udev
+	bt_hung_task
+}
+
+# bt_hung_task: report a task blocked for 480 s rather than 120. nvme/044's
+# failed bidirectional authentication can leave the host's AUTH failure2
+# command unanswered on either driver (rsiw-testing.rst, blktests, nvme/044):
+# the target (nvmet_execute_auth_send()) queues its fatal controller error,
+# which disconnects the queue, before it sends the response, and the host
+# times the command out and retries it: six times 61 s (nvme_max_retries is 5),
+# `nvme connect` blocked in nvme_auth_wait() meanwhile: 366 s, a hung-task
+# report at 120 and 240 s, and then the test passes. 480 s stays below the
+# limit of a test (BT_TEST_TIMEOUT, 600 s and more), so a task that really
+# hangs is still reported, and the test killed.
+bt_hung_task() {
+	local f=/proc/sys/kernel/hung_task_timeout_secs
+	[ -w $f ] || return 0
+	echo 480 >$f
+	log "hung-task reports after $(cat $f) s"
 }
 
 # bt_static_nodes: the device nodes whose first open loads their module

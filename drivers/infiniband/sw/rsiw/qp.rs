@@ -982,7 +982,8 @@ impl RsiwQp {
                 }
                 return Ok(());
             }
-            QpState::Closing | QpState::Terminate => return Err((EINVAL, wr)),
+            // The connection is going: as `siw_post_receive()` and our `post_send`.
+            QpState::Closing | QpState::Terminate => return Err((ENOTCONN, wr)),
             _ => {}
         }
         let pd = qp_pd(qp).map_err(|e| (e, wr))?;
