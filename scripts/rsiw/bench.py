@@ -128,6 +128,7 @@ class Pair:
                 "--out", str(self.dir), "--cmd",
                 f"RSIW_BENCH_TURNS=1 RSIW_BENCH_STATS={os.environ.get('RSIW_BENCH_STATS', '')} "
                 f"RSIW_BENCH_LAT_ITERS={os.environ.get('RSIW_BENCH_LAT_ITERS', '')} "
+                f"RSIW_BENCH_PT={shlex.quote(os.environ.get('RSIW_BENCH_PT', ''))} "
                 f"{cpu}/rsiw/guest/bench"]
         if kargs:
             argv += ["--karg", kargs]

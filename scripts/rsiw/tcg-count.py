@@ -24,9 +24,13 @@ name, module ones as MODULE:PART (the first function of MODULE.ko whose
 mangled name contains PART, e.g. rsiw:4Conn7tx_pass).
 
   scripts/rsiw/tcg-count.py run --driver rsiw [--test ib_send_lat-2] [--out DIR]
-                                [--no-count] [--base OTHER_DIR]
+                                [--no-count] [--base OTHER_DIR] [--secs S]
   scripts/rsiw/tcg-count.py show DIR [--role a|b] [--top 40] [--base OTHER_DIR]
   scripts/rsiw/tcg-count.py timeline DIR
+
+A bandwidth test runs for --secs seconds (perftest -D; e.g. --test
+ib_read_bw-4096 --secs 40); its counts are per segment received too: the
+trace's ib_uverbs_post_send events in the window are the messages posted.
 
 '--base' compares two runs function by function (siw and rsiw, or main and
 a branch). Each run keeps its System.map and modules, so 'show' still
@@ -333,7 +337,9 @@ def run(args):
     if args.iters is None:
         args.iters = 60000 if args.no_count else 80000
     # The bench loads the driver; its address is known after.
-    cmd = (f"RSIW_BENCH_LAT_ITERS={args.iters} RSIW_BENCH_ONLY='^{args.test}$' "
+    # A bandwidth test runs for a fixed time (RSIW_BENCH_SECS): long enough for the window.
+    secs = f"RSIW_BENCH_SECS={args.secs} RSIW_BENCH_CPU= " if args.secs else ""
+    cmd = (f"{secs}RSIW_BENCH_LAT_ITERS={args.iters} RSIW_BENCH_ONLY='^{args.test}$' "
            "/rsiw/guest/bench; rc=$?; for m in rsiw siw; do "
            "[ -r /sys/module/$m/sections/.text ] && "
            "echo RSIW-MODTEXT $m $(cat /sys/module/$m/sections/.text); done; exit $rc")
@@ -453,6 +459,9 @@ def main():
     p.add_argument("--test", default="ib_send_lat-2")
     p.add_argument("--iters", type=int,
                    help="iterations of the test (default 80000, 60000 with --no-count)")
+    p.add_argument("--secs", type=int,
+                   help="duration of a bandwidth test (perftest -D), e.g. 40 for ib_read_bw-4096:"
+                   " the settle time and the window must fit in its measured part")
     p.add_argument("--settle", type=float, default=8)
     p.add_argument("--window", type=float, default=10)
     p.add_argument("--karg")
