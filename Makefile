@@ -12,7 +12,7 @@ S := scripts/rsiw
 T ?=
 ARGS ?=
 
-.PHONY: help setup kernel kernel-light kernel-bench kernel-pmem rootfs demo check check-long \
+.PHONY: help setup kernel kernel-light kernel-bench kernel-pmem kernel-pmem-kasan rootfs demo check check-long \
 	check-host check-vm check-pmem check-blktests check-series shell bench series series-prefixes fuzz
 
 help:
@@ -23,7 +23,7 @@ help:
 	@echo "make check-series  the upstream series: git am, tree, checkpatch (seconds)"
 	@echo "make check-vm    VM tests; T='filter' selects cases (RSIW_LONG=1: with the long ones)"
 	@echo "make check-pmem  the pmem kernel and its short cases (NVDIMM, a blktests subset)"
-	@echo "make check-blktests  blktests nvme/, srp/, rnbd/ on rsiw and siw (hours; pmem kernel)"
+	@echo "make check-blktests  blktests nvme/, srp/, rnbd/ on rsiw and siw (hours; pmem kernels)"
 	@echo "make shell       a shell in a VM running the debug kernel (ARGS='--peer siw')"
 	@echo "make bench       rsiw against siw in identical VMs: a table and a plot"
 	@echo "make fuzz        fuzz the wire core (FUZZ_SECONDS, FUZZ_RUNS, FUZZ_TARGETS; not in CI)"
@@ -48,6 +48,11 @@ kernel-bench: setup
 kernel-pmem: setup
 	$(S)/kernel.sh build pmem
 
+# The pmem kernel with KASAN, for the blktests that require it (nvme/069;
+# kernel=pmem-kasan cases, all long).
+kernel-pmem-kasan: setup
+	$(S)/kernel.sh build pmem-kasan
+
 rootfs: setup
 	$(S)/mkroot.sh
 
@@ -69,7 +74,7 @@ check-host:
 check-series: setup
 	$(S)/series.sh check
 
-check-vm: kernel-light kernel kernel-bench kernel-pmem rootfs
+check-vm: kernel-light kernel kernel-bench kernel-pmem $(if $(filter 1,$(RSIW_LONG)),kernel-pmem-kasan) rootfs
 	tests/vm/run $(T)
 
 # The cases on the pmem kernel that are short (an emulated NVDIMM, the memory
@@ -80,7 +85,7 @@ check-pmem: kernel-pmem rootfs
 	tests/vm/run --long $(PMEM_CASES)
 
 # blktests' groups on rsiw and siw, test by test (tests/vm/blktests.sh).
-check-blktests: kernel-pmem rootfs
+check-blktests: kernel-pmem kernel-pmem-kasan rootfs
 	tests/vm/run --long 'blktests-*'
 
 shell: kernel rootfs

@@ -59,6 +59,8 @@ if stage kernel-light scripts/rsiw/kernel.sh build light &&
 	# The pmem kernel (NVDIMM, the memory controller, what blktests needs):
 	# make check runs blktests-nvme-short on it, the other cases are long.
 	stage kernel-pmem scripts/rsiw/kernel.sh build pmem &&
+	# The pmem kernel with KASAN: only long cases run on it (blktests-nvme-kasan).
+	{ [ "${RSIW_LONG:-0}" != 1 ] || stage kernel-pmem-kasan scripts/rsiw/kernel.sh build pmem-kasan; } &&
 	stage rootfs scripts/rsiw/mkroot.sh; then
 	stage vm tests/vm/run ${T:-}
 fi

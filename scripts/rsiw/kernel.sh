@@ -11,7 +11,9 @@
 # VARIANT is "debug" (default; KASAN, lockdep, kmemleak), "light" (the debug
 # set without KASAN, for the bulk of the VM tests), "bench" or "pmem" (light
 # plus persistent memory and what blktests needs, for the cases with
-# kernel=pmem: rsiw-pmem.config, rsiw-blktests.config). Everything lives in
+# kernel=pmem: rsiw-pmem.config, rsiw-blktests.config), "pmem-kasan" (pmem
+# plus KASAN, for the blktests that require it, e.g. nvme/069: built only for
+# make check-blktests and check-long). Everything lives in
 # $RSIW_CACHE (default ~/.cache/rsiw), so a clean clone on the same machine rebuilds
 # incrementally: files are copied into the tree only when their contents
 # changed.
@@ -135,7 +137,8 @@ configure() {
 	light) frags=(rsiw.config rsiw-debug.config) ;;
 	bench) frags=(rsiw.config rsiw-bench.config) ;;
 	pmem) frags=(rsiw.config rsiw-debug.config rsiw-pmem.config rsiw-blktests.config) ;;
-	*) rsiw_die "unknown kernel variant $variant (debug, light, bench or pmem)" ;;
+	pmem-kasan) frags=(rsiw.config rsiw-debug.config rsiw-pmem.config rsiw-blktests.config rsiw-kasan.config) ;;
+	*) rsiw_die "unknown kernel variant $variant (debug, light, bench, pmem or pmem-kasan)" ;;
 	esac
 	mkdir -p "$build"
 	rust=$(rust_of "$variant")
@@ -204,5 +207,5 @@ fetch) fetch ;;
 prepare) prepare ;;
 build) build "${2:-}" ;;
 path) rsiw_build_dir "${2:-}" ;;
-*) rsiw_die "usage: $0 fetch|prepare|build [debug|light|bench|pmem]|path [debug|light|bench|pmem]" ;;
+*) rsiw_die "usage: $0 fetch|prepare|build [debug|light|bench|pmem|pmem-kasan]|path [debug|light|bench|pmem|pmem-kasan]" ;;
 esac

@@ -390,11 +390,15 @@ def remove_link(link: str) -> None:
         shutil.rmtree(Path(m.group(1)).parent, ignore_errors=True)
 
 
+# The kernels with KASAN: more memory, and slower under TCG (tests/vm/run).
+KASAN_VARIANTS = ("debug", "pmem-kasan")
+
+
 def default_mem(variant: str, nvms: int) -> int:
     env = os.environ.get("RSIW_VM_MEM")
     if env:
         return int(env)
-    return 2048 if variant == "debug" else 1024
+    return 2048 if variant in KASAN_VARIANTS else 1024
 
 
 def default_smp() -> int:
@@ -518,7 +522,7 @@ def scratch_remove(out: Path, vm: VM) -> None:
 # The kernel variants built with ACPI (scripts/rsiw/kernel.sh,
 # kernel/configs/rsiw-pmem.config); the others have none, and their command
 # line stays as it was.
-ACPI_VARIANTS = ("pmem",)
+ACPI_VARIANTS = ("pmem", "pmem-kasan")
 
 
 def qemu_argv(vm: VM, kernel: Kernel, root: Path, out: Path, accel: str,

@@ -8,7 +8,8 @@
 # "not run"; fails if a test passes on siw but not on rsiw
 # (tests/vm/blktests.sh). It asks for two vCPUs per VM (nvme/048 needs
 # them). Every test of the group that needs no test device, on both
-# backends; blktests-nvme-dev runs the others, blktests-nvme-short a short
+# backends; blktests-nvme-dev runs the others, blktests-nvme-kasan those that
+# require KASAN (nvme/069: "not run" here), blktests-nvme-short a short
 # subset. The tables of 2026-11-29 are in rsiw-testing.rst (blktests).
 . /rsiw/tests/vm/lib.sh
 . /rsiw/tests/vm/blktests.sh
