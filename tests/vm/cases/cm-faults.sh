@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=siw timeout=900 kernel=debug
+# rsiw-test: vms=2 a=rsiw b=siw kernel_b=bench timeout=900 kernel=debug
 #
 # The connection manager against hostile and silent peers, then rmmod with a
 # listener and a connection in its MPA exchange. VM a listens (ucmatose, on

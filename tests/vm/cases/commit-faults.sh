@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=rsiw timeout=900 kernel=debug
+# rsiw-test: vms=2 a=rsiw b=siw kernel_b=bench timeout=900 kernel=debug
 #
 # The commit extensions at rsiw's responder against a raw TCP peer: VM a
 # loads rsiw with commit=1 and runs an rdma_cm server with four pages (with
@@ -35,7 +35,7 @@
 . /rsiw/tests/vm/lib.sh
 
 port=7720
-[ "$RSIW_DRIVER" = rsiw ] || skip "the commit extensions are rsiw's"
+[ "$RSIW_ROLE" = b ] || [ "$RSIW_DRIVER" = rsiw ] || skip "the commit extensions are rsiw's"
 if [ "$RSIW_ROLE" = a ]; then
 	run modprobe rsiw commit=1
 else

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rsiw-test: vms=2 a=rsiw b=rsiw provider_a=rsiw timeout=900 kernel=debug
+# rsiw-test: vms=2 a=rsiw b=siw kernel_b=bench provider_a=rsiw timeout=900 kernel=debug
 #
 # RFC 7306 at rsiw's responder against a raw TCP peer, on the KASAN kernel:
 # VM a loads rsiw with rfc7306=1 and runs an rdma_cm server with a page of
@@ -21,7 +21,7 @@
 . /rsiw/tests/vm/lib.sh
 
 port=7700
-[ "$RSIW_DRIVER" = rsiw ] || skip "RFC 7306 is rsiw's"
+[ "$RSIW_ROLE" = b ] || [ "$RSIW_DRIVER" = rsiw ] || skip "RFC 7306 is rsiw's"
 if [ "$RSIW_ROLE" = a ]; then
 	run modprobe rsiw rfc7306=1
 else
