@@ -95,7 +95,7 @@ nfsrdma_round() {
 }
 
 nfsrdma_setup() {
-	load_driver
+	load_ulp_driver
 	rsiw_up eth0
 	publish ip "$RSIW_IP"
 	barrier up

@@ -89,7 +89,7 @@ nvmeof_round() {
 }
 
 nvmeof_setup() {
-	load_driver
+	load_ulp_driver
 	rsiw_up eth0
 	publish ip "$RSIW_IP"
 	barrier up

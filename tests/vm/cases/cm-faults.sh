@@ -20,7 +20,11 @@
 # stays in the MPA exchange and a unloads rsiw, which must tear both down
 # cleanly (the runner checks the console and kmemleak). Last, a reloads rsiw
 # with relaxed_ird_negotiation=0 and its initiator (ORD 1) must refuse a
-# Reply with IRD 0 with TERM 2/0/06 (a relaxed one would lower its ORD).
+# Reply with IRD 0 with TERM 2/0/06 (a relaxed one would lower its ORD);
+# loaded with established_delay_ms=1000 too, it holds its connect reply, and a
+# responder that resets the connection within that second gets the connect
+# refused (REJECTED), not ESTABLISHED and DISCONNECTED (the iw_cm takes no
+# close event for a connection it has not seen established).
 . /rsiw/tests/vm/lib.sh
 
 port=7400
@@ -56,11 +60,13 @@ if [ "$RSIW_ROLE" = a ]; then
 		die "a bad request reached the ULP"
 	kill "$ucm" 2>/dev/null || true
 	wait "$ucm" 2>/dev/null || true
-	run modprobe rsiw relaxed_ird_negotiation=0
+	run modprobe rsiw relaxed_ird_negotiation=0 established_delay_ms=1000
 	rsiw_up eth0
 	fetch b strict-responder 120 >/dev/null
 	run python3 /rsiw/tests/vm/py/cm_refused.py "$(fetch b ip)" $((port + 3)) 1 ||
 		die "cm_refused (strict IRD) failed"
+	run python3 /rsiw/tests/vm/py/cm_refused.py "$(fetch b ip)" $((port + 3)) 1 ||
+		die "cm_refused (reset while the connect reply is held) failed"
 else
 	ip=$(fetch a ip)
 	fetch a listening 120 >/dev/null

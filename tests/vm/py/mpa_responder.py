@@ -18,10 +18,13 @@
 # - MPA-11 strict: a Reply with IRD 0, below the initiator's ORD. A relaxed
 #   initiator lowers its ORD to 0 and goes on (no Terminate: the check
 #   fails); a strict one sends TERM 2/0/06, then FIN.
+# - then a valid Reply and a RST 0.3 s later, for an initiator loaded with
+#   established_delay_ms=1000: its connect is refused (cm_refused.py).
 
 import socket
 import struct
 import sys
+import time
 
 from mpa_raw import KEY_REP, KEY_REQ, read_all
 FLAG_M, FLAG_C, FLAG_R, FLAG_S = 0x80, 0x40, 0x20, 0x10
@@ -90,6 +93,23 @@ def check(lsock, name, flags, ird_word, ord_word, term):
     s.close()
 
 
+def check_reset(lsock, name):
+    """Answers with a valid Reply, then resets the connection 0.3 s later:
+    inside the initiator's established_delay_ms (1 s), whose ULP must get its
+    connect refused (the iw_cm's connect reply with -ECONNRESET: REJECTED),
+    not an ESTABLISHED followed by a DISCONNECTED."""
+    s, peer = lsock.accept()
+    s.settimeout(30)
+    rflags, rev, pd = read_request(s)
+    if rev != 2 or not rflags & FLAG_S or len(pd) < 4:
+        fail(f'{name}: want an enhanced Rev 2 Request, got flags {rflags:#x} rev {rev}')
+    s.sendall(KEY_REP + bytes([FLAG_S, 2]) + struct.pack('>HHH', 4, 4, 4))
+    time.sleep(0.3)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
+    s.close()
+    print(f'mpa_responder: {name}: valid Reply to {peer[0]}, RST 0.3 s later', flush=True)
+
+
 def main():
     port = int(sys.argv[1])
     lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -100,6 +120,7 @@ def main():
     print('mpa_responder: listening', flush=True)
     if sys.argv[2:] == ['strict']:
         check(lsock, 'MPA-11 strict, IRD below our ORD', 0, 0, 1, (2, 0, 0x06))
+        check_reset(lsock, 'reset while the connect reply is held')
     else:
         check(lsock, 'MPA-11 insufficient IRD', 0, 4, 0x3FFE, (2, 0, 0x06))
         check(lsock, 'MPA-19 no matching RTR', FLAG_C, 0x8000 | 4, 0x8000 | 4, (2, 0, 0x07))

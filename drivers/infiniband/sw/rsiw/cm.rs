@@ -180,6 +180,9 @@ const CONNECT_WAIT_MS: u32 = 1000;
 /// How long a responder waits for the MPA Request after accepting the TCP connection.
 const REQUEST_TIMEOUT: Delta = Delta::from_secs(5);
 
+/// The longest `established_delay_ms` honoured.
+const MAX_ESTABLISHED_DELAY_MS: u32 = 1000;
+
 /// What the module parameters ask for (see `rsiw.rs`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Policy {
@@ -196,6 +199,8 @@ pub(crate) struct Policy {
     /// Responder: adopt a lower initiator IRD instead of rejecting (siw's
     /// `relaxed_ird_negotiation`); initiator: accept a responder IRD below our ORD.
     pub(crate) relaxed_ird: bool,
+    /// Initiator: how long the ULP waits for the connect reply after the MPA Reply.
+    pub(crate) established_delay: Delta,
 }
 
 impl Policy {
@@ -214,6 +219,11 @@ impl Policy {
                 send: rtr & 4 != 0,
             },
             relaxed_ird: p::relaxed_ird_negotiation.value(),
+            established_delay: Delta::from_millis(i64::from(
+                p::established_delay_ms
+                    .value()
+                    .min(MAX_ESTABLISHED_DELAY_MS),
+            )),
         }
     }
 
@@ -667,6 +677,9 @@ struct Inner {
     abort: bool,
     /// Passive: counted in [`CmDev::pending`] (waiting for the MPA Request).
     pending: bool,
+    /// Active, `established_delay_ms`: the connection is in RDMA mode and the connect reply,
+    /// with the responder's private data, waits for the MPA timer.
+    held_reply: Option<KVec<u8>>,
 }
 
 /// A connection endpoint.
@@ -800,6 +813,7 @@ impl Cep {
                         ord: 0,
                         abort: false,
                         pending: false,
+                        held_reply: None,
                     },
                     "rsiw_cep"
                 ),
@@ -1133,6 +1147,18 @@ impl Cep {
                 if let Some(c) = g.conn.clone() {
                     Conn::start(&c);
                 }
+                // A responder such as C siw moves its QP to RTS and sends the Reply before it
+                // installs its receive path, and bytes that arrive in between stay unread
+                // until more come: a ULP whose first message waits for an answer (an NVMe-oF
+                // Connect) then waits forever. The administrator can hold the ULP back.
+                if !policy.established_delay.is_zero() {
+                    let mut held = KVec::new();
+                    if held.extend_from_slice(pd, GFP_KERNEL).is_ok() {
+                        g.held_reply = Some(held);
+                        self.arm_timer(g, policy.established_delay);
+                        return;
+                    }
+                }
                 self.report_connect(g, None, pd);
             }
         }
@@ -1211,6 +1237,11 @@ impl Cep {
         match g.state {
             State::Connecting | State::AwaitReply => self.fail_connect(g, ETIMEDOUT),
             State::AwaitRequest => self.close_locked(g, None),
+            State::Rdma => {
+                if let Some(pd) = g.held_reply.take() {
+                    self.report_connect(g, None, &pd);
+                }
+            }
             _ => {}
         }
     }
@@ -1306,6 +1337,10 @@ impl Cep {
         self.cm.unbind_qpn(self);
         if let Some(qp) = g.qp.take() {
             RsiwQp::cm_disconnected(&qp);
+        }
+        if g.held_reply.take().is_some() {
+            // The iw_cm still waits for the connect reply: it takes no close event before.
+            self.report_connect(g, Some(ECONNRESET), &[]);
         }
         if let (Some(kind), Some(id)) = (last, g.id.as_ref()) {
             let _ = id.event(&Event::new(kind));

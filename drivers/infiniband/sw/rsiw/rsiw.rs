@@ -107,6 +107,10 @@ module! {
             default: true,
             description: "Adopt the peer's smaller IRD/ORD instead of refusing the connection (as siw)",
         },
+        established_delay_ms: u32 {
+            default: 0,
+            description: "Initiator: report the connection established to the ULP this long after the MPA Reply (at most 1000 ms; 0: at once), for responders that install their receive path only after sending the Reply (C siw), which may otherwise leave the ULP's first message unread",
+        },
     },
 }
 
