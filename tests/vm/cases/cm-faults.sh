@@ -65,8 +65,12 @@ if [ "$RSIW_ROLE" = a ]; then
 	fetch b strict-responder 120 >/dev/null
 	run python3 /rsiw/tests/vm/py/cm_refused.py "$(fetch b ip)" $((port + 3)) 1 ||
 		die "cm_refused (strict IRD) failed"
+	refused=$(dmesg | grep -c 'rsiw: cm: MPA Reply refused' || true)
 	run python3 /rsiw/tests/vm/py/cm_refused.py "$(fetch b ip)" $((port + 3)) 1 ||
 		die "cm_refused (reset while the connect reply is held) failed"
+	# Refused by the reset, not by the MPA exchange: the Reply was taken.
+	assert_eq "$(dmesg | grep -c 'rsiw: cm: MPA Reply refused' || true)" "$refused" \
+		"MPA Replies refused"
 else
 	ip=$(fetch a ip)
 	fetch a listening 120 >/dev/null

@@ -103,7 +103,9 @@ def check_reset(lsock, name):
     rflags, rev, pd = read_request(s)
     if rev != 2 or not rflags & FLAG_S or len(pd) < 4:
         fail(f'{name}: want an enhanced Rev 2 Request, got flags {rflags:#x} rev {rev}')
-    s.sendall(KEY_REP + bytes([FLAG_S, 2]) + struct.pack('>HHH', 4, 4, 4))
+    req_ird, req_ord = (v & 0x3FFF for v in struct.unpack('>HH', pd[:4]))
+    # IRD for the initiator's ORD, ORD within its IRD: a Reply it accepts.
+    s.sendall(KEY_REP + bytes([FLAG_S, 2]) + struct.pack('>HHH', 4, req_ord, req_ird))
     time.sleep(0.3)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
     s.close()
