@@ -13,7 +13,12 @@
 # multipath head (/sys/block/nvme0n1/device is the nvme-subsystem), and
 # blktests' _require_test_dev_is_not_nvme_multipath leaves the passthru
 # tests (033-037) and 039 "not run"; no device test needs multipath.
+# udevd runs (BT_UDEV=1): the passthru tests give nvmet the drive's
+# controller as /dev/char/MAJOR:MINOR (_test_dev_nvme_ctrl), a link udev
+# makes; without it their target has no namespace ("Failed to find passthru
+# target namespace", 2026-11-30 17:47, on both drivers).
 . /rsiw/tests/vm/lib.sh
 . /rsiw/tests/vm/blktests.sh
 
+BT_UDEV=1
 blktests_case dev:nvme

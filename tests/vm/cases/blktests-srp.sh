@@ -18,7 +18,7 @@ BT_UDEV=1
 # A test that hangs costs 10 min, not 15.
 BT_TEST_TIMEOUT=600
 # srp/002's lockdep report (del_gendisk() vs. writeback through dm, on either
-# driver: KNOWN_LOCKDEP in scripts/rsiw/vm.py) turns lockdep off for the rest
+# driver: KNOWN_LOCKDEP in tests/vm/py/known_lockdep.py) turns lockdep off for the rest
 # of the boot: run it last, so that the other tests run under lockdep.
 # shellcheck disable=SC2046 # a list of words
 blktests_case $(cd "$BT_SRC/tests" && ls -d srp/[0-9][0-9][0-9] | grep -vx srp/002) srp/002

@@ -11,7 +11,7 @@
 
 nvmeof_setup
 # The rsiw target goes last: its teardown can trip a known nvmet-rdma lockdep
-# report (KNOWN_LOCKDEP in scripts/rsiw/vm.py), after which lockdep is off in
+# report (KNOWN_LOCKDEP in tests/vm/py/known_lockdep.py), after which lockdep is off in
 # that VM, and the rsiw host round should run with lockdep on.
 nvmeof_round b siw-target
 nvmeof_round a rsiw-target
