@@ -22,7 +22,9 @@
 # RSIW_BENCH_PT adds options to the perftest bandwidth tools on both sides,
 # e.g. "-Q 1" (a completion per message instead of per 100; perftest refuses
 # "-e" in the fixed-time runs the bench makes); RSIW_BENCH_STATS=1 keeps
-# each guest's counters around each perftest run (scripts/rsiw/guest/bench).
+# each guest's counters around each perftest run (scripts/rsiw/guest/bench);
+# RSIW_BENCH_SCHED sets scheduler features in every guest (e.g.
+# NO_RUN_TO_PARITY).
 #
 # Issue 39's rows: ib_{write,read,send}_bw at 64 KiB on 8 QPs at once
 # (perftest's -q 8, size "65536q8": RSIW_BENCH_ONLY='_bw-65536' selects them

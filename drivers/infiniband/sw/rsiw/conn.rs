@@ -95,6 +95,7 @@ use kernel::{
             Atomic,
             AtomicFlag,
             Full,
+            Relaxed,
             Release, //
         },
         Arc,
@@ -104,7 +105,9 @@ use kernel::{
     },
     time::{
         delay::fsleep,
-        Delta, //
+        Delta,
+        Instant,
+        Monotonic, //
     },
     workqueue::{
         OwnedQueue,
@@ -142,6 +145,85 @@ const RX_INLINE_MAX: usize = 8192;
 /// last one, normally the device's (no connection outlives its device), destroys it.
 pub(crate) struct ConnQueue {
     queue: Arc<OwnedQueue>,
+    /// How long the work items waited to run, for the device's counters.
+    pub(crate) stats: Arc<WorkStats>,
+}
+
+/// How long the work items of a device's connections waited between being queued and
+/// running, reported as the hardware counters of its ports (`RsiwDevice::HW_COUNTERS`).
+///
+/// Every deferred hop of the data path (bulk RX, Read Responses, a Read that waited for an
+/// ORD credit) costs one such wait: on a vCPU where an application busy-polls its CQ, the
+/// woken worker may run only when the poller's slice ends. A run counts once per queueing,
+/// however many kicks it answers, from the first kick after the previous run began.
+pub(crate) struct WorkStats {
+    /// When the counters started: kick times are kept as nanoseconds since then.
+    epoch: Instant<Monotonic>,
+    /// Work item runs that had a kick time.
+    runs: Atomic<u64>,
+    /// The sum of their waits, in microseconds.
+    wait_us: Atomic<u64>,
+    /// The runs by wait: below 16, 64, 256, 1024 and 4096 microseconds, and longer.
+    buckets: [Atomic<u64>; WAIT_BUCKETS],
+    /// Passes of the work item that stopped at their budget and queued it again.
+    budget_passes: Atomic<u64>,
+    /// Deliveries whose completions freed an ORD credit a request waited for (the work item
+    /// sends it).
+    credit_kicks: Atomic<u64>,
+}
+
+/// The number of wait buckets of [`WorkStats`]: every bucket is four times the one before,
+/// from 16 microseconds.
+const WAIT_BUCKETS: usize = 6;
+
+impl WorkStats {
+    fn new() -> Self {
+        Self {
+            epoch: Instant::now(),
+            runs: Atomic::new(0),
+            wait_us: Atomic::new(0),
+            buckets: [const { Atomic::new(0) }; WAIT_BUCKETS],
+            budget_passes: Atomic::new(0),
+            credit_kicks: Atomic::new(0),
+        }
+    }
+
+    /// Nanoseconds since [`WorkStats::epoch`], at least 1 (0 stands for no kick).
+    fn now(&self) -> i64 {
+        (Instant::now() - self.epoch).as_nanos().max(1)
+    }
+
+    /// Counts a run that waited since `kicked` (a value of [`WorkStats::now`]).
+    fn count_run(&self, kicked: i64) {
+        let us = u64::try_from((self.now() - kicked) / 1000).unwrap_or(0);
+        self.runs.fetch_add(1, Relaxed);
+        self.wait_us.fetch_add(us, Relaxed);
+        self.buckets[wait_bucket(us)].fetch_add(1, Relaxed);
+    }
+
+    /// The counters, in the order of their names in `RsiwDevice::HW_COUNTERS`.
+    pub(crate) fn values(&self) -> [u64; 4 + WAIT_BUCKETS] {
+        let mut v = [0; 4 + WAIT_BUCKETS];
+        v[0] = self.runs.load(Relaxed);
+        v[1] = self.wait_us.load(Relaxed);
+        for (v, b) in v[2..].iter_mut().zip(&self.buckets) {
+            *v = b.load(Relaxed);
+        }
+        v[2 + WAIT_BUCKETS] = self.budget_passes.load(Relaxed);
+        v[3 + WAIT_BUCKETS] = self.credit_kicks.load(Relaxed);
+        v
+    }
+}
+
+/// The bucket of [`WorkStats::buckets`] of a wait of `us` microseconds.
+fn wait_bucket(us: u64) -> usize {
+    let mut b = 0;
+    let mut bound = 16;
+    while b + 1 < WAIT_BUCKETS && us >= bound {
+        b += 1;
+        bound *= 4;
+    }
+    b
 }
 
 impl ConnQueue {
@@ -154,6 +236,7 @@ impl ConnQueue {
         )?;
         Ok(Self {
             queue: Arc::new(queue, GFP_KERNEL)?,
+            stats: Arc::new(WorkStats::new(), GFP_KERNEL)?,
         })
     }
 }
@@ -227,6 +310,10 @@ pub(crate) struct Conn {
     busy: Atomic<u32>,
     /// The device's connection queue ([`ConnQueue`]), which the work item runs on.
     queue: Arc<OwnedQueue>,
+    /// The device's work item statistics.
+    stats: Arc<WorkStats>,
+    /// When the work item was queued and has not started since ([`WorkStats::now`]), or 0.
+    kicked: Atomic<i64>,
     /// The TX engine.
     #[pin]
     tx: Mutex<TxState>,
@@ -245,6 +332,10 @@ impl WorkItem for Conn {
     type Pointer = Arc<Conn>;
 
     fn run(this: Arc<Conn>) {
+        let kicked = this.kicked.xchg(0, Relaxed);
+        if kicked != 0 {
+            this.stats.count_run(kicked);
+        }
         this.flush_work();
         this.rx_work();
         this.tx_work();
@@ -316,6 +407,7 @@ impl Conn {
         );
         let tx = TxState::new(p.rtr, sock.clone())?;
         let queue = qp.device().conn_queue.queue.clone();
+        let stats = qp.device().conn_queue.stats.clone();
         let links = Links {
             qp: qp.clone(),
             sock,
@@ -332,6 +424,8 @@ impl Conn {
                 flush_pending: AtomicFlag::new(false),
                 busy: Atomic::new(0),
                 queue,
+                stats,
+                kicked: Atomic::new(0),
                 tx <- new_mutex!(tx, "rsiw_conn_tx"),
                 rx <- new_spinlock_irq!(rx, "rsiw_conn_rx"),
                 work <- new_work!("rsiw_conn_work"),
@@ -372,6 +466,8 @@ impl Conn {
             return;
         }
         this.busy.fetch_add(1, Full);
+        // The first kick since the run began times the wait; the run takes the time back.
+        let _ = this.kicked.cmpxchg(0, this.stats.now(), Relaxed);
         if this.queue.enqueue(Arc::from(this)).is_err() {
             // Already queued; it will see the new work.
             this.busy.fetch_sub(1, Full);
@@ -448,6 +544,9 @@ impl Conn {
             this.flush_pending.store(true, Release);
         }
         let kick = out.deliver && completer::deliver(&this.path, qp);
+        if kick {
+            this.stats.credit_kicks.fetch_add(1, Relaxed);
+        }
         for c in out.rq() {
             RsiwQp::complete_rq(qp, c);
         }
@@ -700,7 +799,10 @@ impl Conn {
         };
         match r {
             Ok(Pass::Idle) => {}
-            Ok(Pass::Budget) => Conn::kick(self.as_arc_borrow()),
+            Ok(Pass::Budget) => {
+                self.stats.budget_passes.fetch_add(1, Relaxed);
+                Conn::kick(self.as_arc_borrow());
+            }
             Ok(Pass::Blocked) => {
                 self.tx_blocked.store(true, Release);
                 // `write_space` may have run before the flag was set.

@@ -524,8 +524,9 @@ impl Driver for RsiwDevice {
     type Mr = RsiwMr;
     type IwCm = Self;
 
-    /// The responder's Flushes ([`FlushCounters`]) and the responses sent from `data_ready`
-    /// ([`BhCounters`]), in every port's `hw_counters`.
+    /// The responder's Flushes ([`FlushCounters`]), the responses sent from `data_ready`
+    /// ([`BhCounters`]) and the work items' waits ([`conn::WorkStats`]), in every port's
+    /// `hw_counters`.
     const HW_COUNTERS: &'static [HwCounter] = &[
         HwCounter::new(c"flush_executed"),
         HwCounter::new(c"flush_persistent"),
@@ -533,6 +534,16 @@ impl Driver for RsiwDevice {
         HwCounter::new(c"flush_deferred"),
         HwCounter::new(c"bh_read_responses"),
         HwCounter::new(c"bh_qn3_responses"),
+        HwCounter::new(c"work_runs"),
+        HwCounter::new(c"work_wait_us"),
+        HwCounter::new(c"work_wait_lt16us"),
+        HwCounter::new(c"work_wait_lt64us"),
+        HwCounter::new(c"work_wait_lt256us"),
+        HwCounter::new(c"work_wait_lt1ms"),
+        HwCounter::new(c"work_wait_lt4ms"),
+        HwCounter::new(c"work_wait_ge4ms"),
+        HwCounter::new(c"work_budget_passes"),
+        HwCounter::new(c"work_credit_kicks"),
     ];
 
     fn hw_counters(dev: &Device<Self>, _port: u32, values: &mut [u64]) {
@@ -546,8 +557,10 @@ impl Driver for RsiwDevice {
             &b.reads,
             &b.qn3,
         ];
-        for (v, c) in values.iter_mut().zip(counters) {
-            *v = c.load(Relaxed);
+        let work = dev.conn_queue.stats.values();
+        let all = Iterator::chain(counters.iter().map(|c| c.load(Relaxed)), work);
+        for (v, c) in values.iter_mut().zip(all) {
+            *v = c;
         }
     }
 
