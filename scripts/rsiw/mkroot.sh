@@ -34,6 +34,9 @@ PACKAGES=(
 	# and rnbd/ groups; udev for the /dev/disk/by-id links multipathd uses.
 	util-linux bsdextrautils uuid-runtime psmisc lsof e2fsprogs xfsprogs
 	sg3-utils multipath-tools udev
+	# The run-time library of blktests' io_uring passthrough helpers (built
+	# on the host against liburing-dev; nvme/067).
+	liburing2
 	# Persistent memory (an emulated NVDIMM, see scripts/rsiw/vm.py).
 	ndctl daxctl
 )

@@ -33,21 +33,12 @@ variant() {
 	barrier "v-$name" 120
 }
 
-# cap_start TAG PORT: capture the TCP connection on PORT into $RSIW_OUT/TAG.pcap.
-cap_start() {
-	tcpdump -i eth0 -U -s 200 -w "$RSIW_OUT/$1.pcap" "tcp port $2" 2>"$RSIW_OUT/$1.tcpdump" &
-	CAP_PID=$!
-	wait_for 20 grep -q "listening on" "$RSIW_OUT/$1.tcpdump" || die "$1: tcpdump did not start"
-}
-
-# cap_check TAG EXPECT...: stop the capture and check the MPA frames in it
-# (tests/vm/py/mpa_pcap.py: KIND:FIELD=VALUE, e.g. rep:C=1).
+# cap_check TAG EXPECT...: stop the capture (cap_start, lib.sh) and check the
+# MPA frames in it (tests/vm/py/mpa_pcap.py: KIND:FIELD=VALUE, e.g. rep:C=1).
 cap_check() {
 	local tag=$1
 	shift
-	sleep 1
-	kill "$CAP_PID" 2>/dev/null || true
-	wait "$CAP_PID" || true
+	cap_stop
 	python3 /rsiw/tests/vm/py/mpa_pcap.py "$RSIW_OUT/$tag.pcap" "$@" 2>&1 | sed "s/^/  [$tag mpa] /" ||
 		die "$tag: MPA exchange not as expected: $*"
 }

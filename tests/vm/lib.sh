@@ -251,6 +251,28 @@ veth_pair() {
 # mac_of NETDEV
 mac_of() { cat "/sys/class/net/$1/address"; }
 
+# cap_start TAG PORT: capture the TCP connection on PORT (eth0, the first 200
+# bytes of each segment) into $RSIW_OUT/TAG.pcap; cap_stop ends it.
+cap_start() {
+	tcpdump -i eth0 -U -s 200 -w "$RSIW_OUT/$1.pcap" "tcp port $2" 2>"$RSIW_OUT/$1.tcpdump" &
+	CAP_PID=$!
+	wait_for 20 grep -q "listening on" "$RSIW_OUT/$1.tcpdump" || die "$1: tcpdump did not start"
+}
+
+cap_stop() {
+	sleep 1
+	kill "$CAP_PID" 2>/dev/null || true
+	wait "$CAP_PID" || true
+}
+
+# cap_show TAG: print the segments of a stopped capture and its MPA summary
+# (which FPDUs each side sent first: a Terminate is term/N), for the log of a
+# check that failed on what the peer sent.
+cap_show() {
+	tcpdump -nn -r "$RSIW_OUT/$1.pcap" 2>/dev/null | tail -20 | sed "s/^/  [$1] /"
+	python3 /rsiw/tests/vm/py/mpa_pcap.py "$RSIW_OUT/$1.pcap" 2>&1 | sed "s/^/  [$1 mpa] /" || true
+}
+
 # --- two VMs ----------------------------------------------------------------
 
 # wait_peer [SECONDS]: until every peer answers a ping on eth0.
@@ -506,3 +528,35 @@ perftest_refused() {
 
 # peer_role: the other VM's role.
 peer_role() { [ "$RSIW_ROLE" = a ] && echo b || echo a; }
+
+# kext_vs_siw PORT CHECK [PARAM=VALUE...]: rsiw_kext's peer= mode (VM a) against
+# a siw server (tests/vm/py/ext_siw.py on VM b) that accepts with a page's
+# address and rkey; a's module loads with PARAMs and must pass CHECK alone.
+# a captures the connection; if CHECK fails, the log shows what siw sent
+# (its Terminate before its FIN or RST, or not). ext-siw, commit-siw.
+kext_vs_siw() {
+	local port=$1 check=$2 rc=0 out srv
+	shift 2
+	if [ "$RSIW_ROLE" = b ]; then
+		python3 /rsiw/tests/vm/py/ext_siw.py "$RSIW_IP" "$port" >"$RSIW_OUT/ext_siw.log" 2>&1 &
+		srv=$!
+		wait_listen "$port" 30
+		publish listening 1
+		wait "$srv" || rc=$?
+		cat "$RSIW_OUT/ext_siw.log"
+		[ "$rc" = 0 ] || die "ext_siw server failed"
+		return
+	fi
+	fetch b listening 120 >/dev/null
+	cap_start peer "$port"
+	run modprobe rsiw_kext dev="$DEV" peer="$(fetch b ip)" port="$port" "$@" || rc=$?
+	cap_stop
+	out=$(dmesg | grep 'rsiw_kext: ' || true)
+	printf '%s\n' "$out" >"$RSIW_OUT/kext.log"
+	printf '%s\n' "$out"
+	grep -q "PASS $check: " <<<"$out" || cap_show peer
+	assert_match "$out" "PASS $check: " "$check"
+	assert_match "$out" "summary: 1 passed, 0 failed" "rsiw_kext summary"
+	[ "$rc" = 0 ] || die "modprobe rsiw_kext failed ($rc)"
+	run rmmod rsiw_kext
+}

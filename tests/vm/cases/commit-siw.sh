@@ -20,26 +20,6 @@ else
 fi
 peer_link_up
 
-if [ "$RSIW_ROLE" = b ]; then
-	python3 /rsiw/tests/vm/py/ext_siw.py "$RSIW_IP" $port >"$RSIW_OUT/ext_siw.log" 2>&1 &
-	srv=$!
-	wait_listen $port 30
-	publish listening 1
-	rc=0
-	wait "$srv" || rc=$?
-	cat "$RSIW_OUT/ext_siw.log"
-	[ "$rc" = 0 ] || die "ext_siw server failed"
-else
-	fetch b listening 120 >/dev/null
-	rc=0
-	run modprobe rsiw_kext dev="$DEV" peer="$(fetch b ip)" port=$port commit=1 || rc=$?
-	out=$(dmesg | grep 'rsiw_kext: ' || true)
-	printf '%s\n' "$out" >"$RSIW_OUT/kext.log"
-	printf '%s\n' "$out"
-	assert_match "$out" "PASS cmt_06_peer_without_commit: " "cmt_06_peer_without_commit"
-	assert_match "$out" "summary: 1 passed, 0 failed" "rsiw_kext summary"
-	[ "$rc" = 0 ] || die "modprobe rsiw_kext failed ($rc)"
-	run rmmod rsiw_kext
-fi
+kext_vs_siw $port cmt_06_peer_without_commit commit=1
 barrier done
 pass

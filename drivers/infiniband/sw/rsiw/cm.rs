@@ -1279,12 +1279,14 @@ impl Cep {
                 if g.state == State::AwaitRtr {
                     self.established(g);
                 }
-                // A graceful close (FIN) ends the stream after everything the peer sent:
-                // place what TCP queued before it, then report the disconnect.
-                if err == 0 {
-                    if let Some(c) = self.conn.clone_value() {
-                        c.drain_rx();
-                    }
+                // A close (FIN) or a reset (RST) ends the stream after everything the peer
+                // sent, which TCP keeps queued either way: place it, then report the
+                // disconnect. A peer that fails the connection sends its Terminate and then
+                // often a reset (a socket released with unread bytes, as the C siw's after a
+                // bad FPDU): the Terminate may still wait for the work item, and it decides
+                // the status of the oldest outstanding request (`completer::flush`).
+                if let Some(c) = self.conn.clone_value() {
+                    c.drain_rx();
                 }
                 // The peer closed (FIN) or reset: the iw_cm moves to CLOSING, then CLOSED.
                 if let Some(id) = g.id.clone() {

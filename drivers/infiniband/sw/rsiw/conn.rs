@@ -598,9 +598,9 @@ impl Conn {
         let _ = g.read_sock(|skb| Ok(Self::rx_chunk(b, skb, None)));
     }
 
-    /// The peer closed its side (FIN): places what TCP queued before the FIN, which the work
-    /// item may not have read yet (bytes that arrived before the QP's RX was attached, or bulk
-    /// data left to the work item). Process context.
+    /// The peer closed its side (FIN) or reset the connection (RST): places what TCP queued
+    /// before, which the work item may not have read yet (bytes that arrived before the QP's
+    /// RX was attached, or bulk data left to the work item). Process context.
     pub(crate) fn drain_rx(self: &Arc<Self>) {
         // A Flush RX stopped at first, unless the work item is executing it (then it reads
         // the rest after it).
