@@ -10,8 +10,10 @@
 # data_ready callback, left to its work item when the reset reached the
 # connection manager: rsiw is loaded with fault_work_delay_ms, so that its
 # work item sleeps after each run and the reset comes first. The bytes
-# before the Terminate (RDMA Writes) must land. Both ends are in this VM
-# (the stream over lo, one segment for the whole burst):
+# before the Terminate (RDMA Writes) must land. Then the graceful close
+# (56a0e8f): Writes and a Send right before a FIN, left to the work item
+# the same way, must land and complete the receive. Both ends are in this
+# VM (the stream over lo, one segment for the whole burst):
 # tests/vm/py/term_rst.py.
 . /rsiw/tests/vm/lib.sh
 

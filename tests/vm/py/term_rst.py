@@ -4,7 +4,8 @@
 # A peer that fails the connection with a Terminate and then resets it: the
 # Terminate still decides the outstanding request's status (spec-map TERM-05:
 # the requester reports the peer's error), whether rsiw read it at once or
-# left it to its work item when the reset came. The C siw ends this way
+# left it to its work item when the reset came. And a peer that closes
+# gracefully right behind its last message: that message is placed. The C siw ends this way
 # after an FPDU it refuses (it releases its socket with the rest of that FPDU
 # unread, so TCP sends a RST right behind the Terminate): commit-siw and
 # ext-siw.
@@ -13,8 +14,8 @@
 #   term_rst.py client ADDR PORT   the raw TCP peer (MPA Rev 1, no CRC)
 #
 # One connection per check. The server registers a 4 KiB buffer with remote
-# write, accepts with its address and rkey as private data, and posts a
-# signalled 8-byte RDMA Read from the raw peer. The raw peer reads the Read
+# write, posts a 64-byte receive, accepts with the buffer's address and rkey
+# as private data, and posts a signalled 8-byte RDMA Read from the raw peer. The raw peer reads the Read
 # Request and answers, in one send, with:
 #
 #   inline    a Terminate (0/1/00: invalid STag)
@@ -22,14 +23,19 @@
 #             same Terminate: more than rsiw reads in its data_ready
 #             callback (RX_INLINE_MAX), so its work item reads it
 #
-# and closes with SO_LINGER 0, a RST right behind. With fault_work_delay_ms
-# (term-rst.sh) rsiw's work item sleeps after each run, so the reset reaches
-# rsiw's connection manager before the work item read the deferred bytes.
+# and closes with SO_LINGER 0, a RST right behind; or
+#
+#   fin       the four Writes and an 8-byte Send, then a graceful close (FIN)
+#
+# With fault_work_delay_ms (term-rst.sh) rsiw's work item sleeps after each
+# run, so the reset or FIN reaches rsiw's connection manager before the work
+# item read the deferred bytes: the connection manager places them first.
 #
 # The Read must complete with IBV_WC_REM_ACCESS_ERR (not WR_FLUSH_ERR: the
-# Terminate lost), the buffer hold the pattern (deferred), the server see
-# DISCONNECTED with its QP in ERROR. Exits 0 if all pass, 1 with a message
-# otherwise.
+# Terminate lost), or for fin with WR_FLUSH_ERR (no Terminate came); the
+# buffer hold the pattern (deferred, fin); the receive complete with the
+# Send's 8 bytes (fin) or be flushed; the server see DISCONNECTED with its
+# QP in ERROR. Exits 0 if all pass, 1 with a message otherwise.
 
 import socket
 import struct
@@ -48,7 +54,8 @@ from mpa_responder import recv_exact
 cmutil.NAME = 'term_rst'
 
 SIZE = 4096
-CHECKS = ('inline', 'deferred')
+CHECKS = ('inline', 'deferred', 'fin')
+SEND = b'rsiw-fin'
 WRITES = 4
 # RDMAP (layer 0), remote protection (type 1), invalid STag (code 0); no
 # headers echoed.
@@ -69,26 +76,40 @@ def server(addr, port):
         rw = MR(child.pd, SIZE, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
         rw.write(bytes(SIZE), SIZE, 0)
         sink = child.reg_msgs(64)
+        rbuf = child.reg_msgs(64)
+        child.post_recv(rbuf, 64)
         child.accept(conn_param(struct.pack('<QI', rw.buf, rw.rkey)))
         lst.next_event(ce.RDMA_CM_EVENT_ESTABLISHED, check)
         child.post_read(sink, 8, 0x10000, 0x1234, flags=e.IBV_SEND_SIGNALED)
         wc = child.get_send_comp()
         lst.next_event(ce.RDMA_CM_EVENT_DISCONNECTED, check)
+        rwc = child.get_recv_comp()
         state = cmutil.qp_state_after_close(child)
-        log(f'{check}: Read status {wc.status}, QP state {state}')
-        if wc.status != e.IBV_WC_REM_ACCESS_ERR:
-            fail(f'{check}: Read status {wc.status}, want REM_ACCESS_ERR '
-                 f'({e.IBV_WC_REM_ACCESS_ERR}): the Terminate before the reset was lost')
+        log(f'{check}: Read status {wc.status}, receive status {rwc.status} length '
+            f'{rwc.byte_len}, QP state {state}')
+        if check == 'fin':
+            if wc.status != e.IBV_WC_WR_FLUSH_ERR:
+                fail(f'{check}: Read status {wc.status}, want WR_FLUSH_ERR')
+            got = bytes(rbuf.read(len(SEND), 0))
+            if rwc.status != e.IBV_WC_SUCCESS or rwc.byte_len != len(SEND) or got != SEND:
+                fail(f'{check}: receive status {rwc.status} length {rwc.byte_len} bytes '
+                     f'{got!r}: the Send before the FIN was not placed')
+        else:
+            if wc.status != e.IBV_WC_REM_ACCESS_ERR:
+                fail(f'{check}: Read status {wc.status}, want REM_ACCESS_ERR '
+                     f'({e.IBV_WC_REM_ACCESS_ERR}): the Terminate before the reset was lost')
+            if rwc.status != e.IBV_WC_WR_FLUSH_ERR:
+                fail(f'{check}: receive status {rwc.status}, want WR_FLUSH_ERR')
         if state != e.IBV_QPS_ERR:
             fail(f'{check}: QP state {state}, want ERROR')
         got = bytes(rw.read(SIZE, 0))
-        want = pattern(check) if check == 'deferred' else bytes(SIZE)
+        want = bytes(SIZE) if check == 'inline' else pattern(check)
         if got != want:
             fail(f'{check}: the buffer does not hold what the peer wrote before its '
                  f'Terminate (first bytes {got[:8].hex()}, want {want[:8].hex()})')
         cmutil.disconnect_after_peer(child, quiet=True)
-        rw.close()
-        sink.close()
+        for mr in (rw, sink, rbuf):
+            mr.close()
         log(f'{check}: ok')
     for child in children:
         child.close()
@@ -111,8 +132,15 @@ def client(addr, port):
         if len(f) < 4 or f[3] & 0x0f != 1:
             fail(f'{check}: rsiw sent {f.hex()}, not a Read Request')
         burst = b''
-        if check == 'deferred':
+        if check != 'inline':
             burst = b''.join(write(k, a, pattern(check)) for _ in range(WRITES))
+        if check == 'fin':
+            # A Send (QN 0, MSN 1) into the posted receive, then a FIN.
+            burst += untagged(0x3, 0, 1, SEND)
+            s.sendall(burst)
+            s.close()
+            log(f'{check}: sent {len(burst)} bytes, a Send last, then a FIN')
+            continue
         # The Terminate's DDP header: QN 2 (Terminate), MSN 1.
         burst += untagged(0x7, 2, 1, TERM_CTRL)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
