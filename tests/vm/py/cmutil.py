@@ -174,6 +174,15 @@ def disconnect_after_peer(cmid, quiet=False):
             log(f'disconnect after the peer closed: {ex}')
 
 
+def check_done(cmid, check, *objs):
+    """The end of one check on a server's accepted connection: disconnect
+    (the peer may have closed already), close objs (MRs, PDs), log ok."""
+    disconnect_after_peer(cmid, quiet=True)
+    for o in objs:
+        o.close()
+    log(f'{check}: ok')
+
+
 def run_role(server, client):
     """main() of a two-sided script taking "server|client ADDR PORT": runs
     server(addr, port) or client(addr, port), then logs ok."""

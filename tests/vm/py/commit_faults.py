@@ -268,11 +268,7 @@ def server(addr, port, checks, off):
                      f'want {w[at:at + 16].hex()}')
         if term is not None and attr.qp_state != e.IBV_QPS_ERR:
             fail(f'{check}: server QP state {attr.qp_state}, want ERROR')
-        cmutil.disconnect_after_peer(child, quiet=True)
-        for mr in mrs + [big]:
-            mr.close()
-        opd.close()
-        log(f'{check}: ok')
+        cmutil.check_done(child, check, *mrs, big, opd)
     for child in children:
         child.close()
 
@@ -368,9 +364,7 @@ def dram_server(addr, port):
             at = next(k for k in range(PSIZE) if page[k] != w[k])
             fail(f'{check}: p differs at {at}: {page[at:at + 16].hex()}, '
                  f'want {w[at:at + 16].hex()}')
-        cmutil.disconnect_after_peer(child, quiet=True)
-        mr.close()
-        log(f'{check}: ok')
+        cmutil.check_done(child, check, mr)
     for child in children:
         child.close()
 

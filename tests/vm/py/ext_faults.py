@@ -158,10 +158,7 @@ def server(addr, port, checks):
                 fail(f'{check}: server QP state {attr.qp_state}, want ERROR')
             if wc.status != e.IBV_WC_WR_FLUSH_ERR:
                 fail(f'{check}: receive status {wc.status}, want WR_FLUSH_ERR')
-        cmutil.disconnect_after_peer(child, quiet=True)
-        for mr in (atomic, rw, rbuf):
-            mr.close()
-        log(f'{check}: ok')
+        cmutil.check_done(child, check, atomic, rw, rbuf)
     for child in children:
         child.close()
 

@@ -107,10 +107,7 @@ def server(addr, port):
         if got != want:
             fail(f'{check}: the buffer does not hold what the peer wrote before its '
                  f'Terminate (first bytes {got[:8].hex()}, want {want[:8].hex()})')
-        cmutil.disconnect_after_peer(child, quiet=True)
-        for mr in (rw, sink, rbuf):
-            mr.close()
-        log(f'{check}: ok')
+        cmutil.check_done(child, check, rw, sink, rbuf)
     for child in children:
         child.close()
 
