@@ -169,14 +169,17 @@ __rust_helper int rust_helper_tcp_sendmsg_kvec_bh(struct sock *sk,
 
 /*
  * Caller holds the socket lock. flags carries MSG_SPLICE_PAGES to send the
- * pages by reference; without it TCP copies their bytes.
+ * pages by reference, or MSG_ZEROCOPY with ubuf (which the caller holds a
+ * reference on) to send them by reference with a completion; without either
+ * TCP copies their bytes.
  */
 __rust_helper int rust_helper_tcp_sendmsg_bvec_locked(struct sock *sk,
 						      const struct bio_vec *bvec,
 						      size_t num, size_t size,
-						      unsigned int flags)
+						      unsigned int flags,
+						      struct ubuf_info *ubuf)
 {
-	struct msghdr msg = { .msg_flags = flags };
+	struct msghdr msg = { .msg_flags = flags, .msg_ubuf = ubuf };
 
 	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bvec, num, size);
 	return tcp_sendmsg_locked(sk, &msg, size);

@@ -208,6 +208,11 @@ impl<'a> PageFrag<'a> {
         self.splice
     }
 
+    /// Returns the fragment's page.
+    pub(crate) fn page_ptr(&self) -> *mut bindings::page {
+        self.page.as_ptr()
+    }
+
     /// Returns the fragment as a `struct bio_vec`.
     pub(crate) fn as_bio_vec(&self) -> bindings::bio_vec {
         bindings::bio_vec {

@@ -19,6 +19,7 @@
 //! - `socket`: [`TcpSocket`], its creation, addresses, options and lifetime;
 //! - `callbacks`: [`Callbacks`], the socket callbacks and the ownership of `sk_user_data`;
 //! - `send`: [`SocketGuard`] (the locked socket) and the page fragments it sends;
+//! - `zerocopy`: sends by reference that report when TCP let go of the pages ([`ZcNotif`]);
 //! - receiving: [`SocketGuard::read_sock`] and [`DataReadySock::read_sock`] hand the received
 //!   bytes to a closure as [`SkbData`](super::skb::SkbData) (see [`super::skb`]).
 //!
@@ -47,6 +48,7 @@ mod send;
 mod socket;
 #[cfg(CONFIG_KUNIT = "y")]
 mod tests;
+mod zerocopy;
 
 pub use callbacks::{
     CallbackSock,
@@ -63,6 +65,10 @@ pub use send::{
 pub use socket::{
     SockLockClass,
     TcpSocket, //
+};
+pub use zerocopy::{
+    ZcNotif,
+    ZcOwner, //
 };
 
 /// A TCP state (`sk->sk_state`, one of `TCP_*` in `include/net/tcp_states.h`).

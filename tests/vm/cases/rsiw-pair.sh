@@ -33,9 +33,14 @@
 #             MSN mismatch (MPA-17, T-13).
 #   p2p-send-none a offers only the Send RTR, b accepts Write and Read: the
 #             initiator finds no common RTR, sends TERM 2/0/07 and refuses.
+#   zerocopy  both zerocopy_min=4096: batches of user memory go to TCP by
+#             reference and complete when TCP released them (ZC-01): rping
+#             -V at 65535 B each VM client once, ib_write_bw at 1 MiB and
+#             ib_read_bw at 64 KiB (Read Responses by reference); each
+#             VM's tx_zc_batches must grow.
 #
-# make check runs default, rev-mixed, large-crc, crc-clash, p2p-read and
-# p2p-send; the long part (make check-long, RSIW_LONG=1) adds rev1, crc,
+# make check runs default, rev-mixed, large-crc, crc-clash, p2p-read,
+# p2p-send and zerocopy; the long part (make check-long, RSIW_LONG=1) adds rev1, crc,
 # p2p-write, p2p-none and p2p-send-none (their paths are also taken by the
 # mixed variants, by cm-connect and by mpa-siw-interop).
 #
@@ -102,6 +107,16 @@ if [ "${RSIW_LONG:-0}" = 1 ]; then
 	variant2 p2p-send-none "peer_to_peer=1 rtr_type=4" "rtr_type=3"
 	refused_round p2p-send-none-a-client b req:A=1 req:B=1 req:Cw=0 rep:B=0 rep:Cw=1 ini:first=term/22
 fi
+
+variant zerocopy zerocopy_min=4096
+zc0=$(hw_counter tx_zc_batches)
+rping_round zc-a-client b $big 5
+rping_round zc-b-client a $big 5
+perf_round zc-write a ib_write_bw 1048576 5
+perf_round zc-read b ib_read_bw 65536 50
+zc1=$(hw_counter tx_zc_batches)
+log "tx_zc_batches $zc0 -> $zc1, tx_zc_copied $(hw_counter tx_zc_copied)"
+[ "$zc1" -gt "$zc0" ] || die "zerocopy: no batch went by reference"
 
 barrier done
 pass

@@ -150,9 +150,10 @@ class Listener:
         return _check_event(ev, want, what)
 
 
-def resolve(addr, port, attr):
+def resolve(addr, port, attr=None):
     """Resolves the address and route of addr:port on a new cm_id and creates
-    its QP with attr. Returns (channel, cm_id), ready to connect."""
+    its QP with attr (none without). Returns (channel, cm_id), ready to
+    connect."""
     ch = CMEventChannel()
     cmid = CMID(creator=ch, port_space=ce.RDMA_PS_TCP)
     cmid.resolve_addr(AddrInfo(dst=addr, dst_service=port,
@@ -160,7 +161,8 @@ def resolve(addr, port, attr):
     next_event(ch, ce.RDMA_CM_EVENT_ADDR_RESOLVED)
     cmid.resolve_route()
     next_event(ch, ce.RDMA_CM_EVENT_ROUTE_RESOLVED)
-    cmid.create_qp(attr)
+    if attr is not None:
+        cmid.create_qp(attr)
     return ch, cmid
 
 

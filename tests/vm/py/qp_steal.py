@@ -33,7 +33,7 @@ import time
 
 import pyverbs.cm_enums as ce
 import pyverbs.enums as e
-from pyverbs.cmid import AddrInfo, CMEventChannel, CMID, ConnParam
+from pyverbs.cmid import ConnParam
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
@@ -54,17 +54,6 @@ SIZE = 64
 
 def param(qpn):
     return ConnParam(resources=1, depth=1, qp_num=qpn)
-
-
-def resolve_only(addr, port):
-    """A cm_id routed to addr:port, without a QP. Returns (channel, cm_id)."""
-    ch = CMEventChannel()
-    cmid = CMID(creator=ch, port_space=ce.RDMA_PS_TCP)
-    cmid.resolve_addr(AddrInfo(dst=addr, dst_service=port, port_space=ce.RDMA_PS_TCP))
-    next_event(ch, ce.RDMA_CM_EVENT_ADDR_RESOLVED)
-    cmid.resolve_route()
-    next_event(ch, ce.RDMA_CM_EVENT_ROUTE_RESOLVED)
-    return ch, cmid
 
 
 # The victim answers the server on its stdout; its messages go to stderr.
@@ -91,7 +80,7 @@ def victim(addr, port, dev):
     n, _ = cq.poll(1)
     tell(f'state {attr.qp_state} polled {n}')
     sys.stdin.readline()
-    ch, cmid = resolve_only(addr, port)
+    ch, cmid = cmutil.resolve(addr, port)
     cmid.connect(param(qp.qp_num))
     next_event(ch, ce.RDMA_CM_EVENT_ESTABLISHED)
     deadline = time.monotonic() + 30
@@ -127,7 +116,7 @@ def thief(addr, port, qpn):
     bad = []
     # rdma_connect() with the victim's QP, to a port nobody listens on: the
     # refused connection would move that QP to ERROR.
-    ch, cmid = resolve_only(addr, str(port + 1))
+    ch, cmid = cmutil.resolve(addr, str(port + 1))
     msg = expect_einval('rdma_connect', cmid.connect, param(qpn))
     if msg:
         bad.append(msg)

@@ -17,6 +17,11 @@
 //! [`SHRINK_AFTER`] batches in a row are freed again. Staging runs in process context (the
 //! TX engine holds a mutex and the socket lock).
 //!
+//! A batch with enough payload in user memory may go by reference instead
+//! ([`Batch::start_zc`]): TCP then references the user pages and the staging pages (which move
+//! into the notification, so they are never rewritten while TCP may read them), and reports when
+//! it let go of them ([`ZcNotif`]); what the batch completes must wait for that.
+//!
 //! Storage ULPs (NVMe-oF, NFS, rnbd) send over the connection from the memory reclaim path, so
 //! the batch grows with `GFP_NOIO` (reclaim must not start IO that may need this connection)
 //! and `__GFP_NORETRY` (nor loop in reclaim waiting for it), without a warning. The growth is
@@ -25,6 +30,7 @@
 //! has ([`Batch::held`], at least the first, allocated with the connection): the send is held
 //! back, never failed, and needs no allocation to go on.
 
+use crate::tx::ZcTrack;
 use kernel::{
     net::{
         skb::PageFrag,
@@ -32,6 +38,7 @@ use kernel::{
         tcp::{
             SocketGuard,
             StagingPage,
+            ZcNotif,
             MAX_SEND_PAGES, //
         },
     },
@@ -74,6 +81,7 @@ pub(crate) struct Mark {
     sp: usize,
     so: usize,
     len: usize,
+    user: usize,
 }
 
 /// The FPDUs of a batch.
@@ -100,6 +108,11 @@ pub(crate) struct Batch {
     /// `sent` as a position in `segs`: byte `soff` of segment `si`.
     si: usize,
     soff: usize,
+    /// Bytes of user memory among the `len`.
+    user: usize,
+    /// The batch goes by reference: the notification, which holds the staging pages its
+    /// fragments lie in.
+    zc: Option<ZcNotif<ZcTrack>>,
 }
 
 impl Batch {
@@ -123,7 +136,51 @@ impl Batch {
             sent: 0,
             si: 0,
             soff: 0,
+            user: 0,
+            zc: None,
         })
+    }
+
+    /// Returns the number of bytes of user memory queued (which could go by reference).
+    pub(crate) fn user_bytes(&self) -> usize {
+        self.user
+    }
+
+    /// Whether the batch goes by reference ([`Batch::start_zc`]).
+    pub(crate) fn is_zc(&self) -> bool {
+        self.zc.is_some()
+    }
+
+    /// Sends the batch by reference from now on, with the notification `make` creates, which
+    /// takes the staging pages (TCP may read them until it is released; the batch continues
+    /// with a new page). Only before any of it was sent. Returns whether it did: not
+    /// if a page for the next batch's staging, or the notification, could not be allocated (the
+    /// batch is then sent by copy, as always).
+    pub(crate) fn start_zc(&mut self, make: impl FnOnce() -> Result<ZcNotif<ZcTrack>>) -> bool {
+        if self.sent > 0 || self.zc.is_some() {
+            return false;
+        }
+        let gfp = GFP_NOIO | __GFP_NORETRY | __GFP_NOWARN;
+        // The next batch needs its first page without an allocation (see the module's
+        // documentation): it gets it now, or the batch is copied.
+        let (Ok(first), Ok(mut next), Ok(mut n)) = (
+            StagingPage::new(gfp),
+            KVec::with_capacity(self.max_pages, gfp),
+            make(),
+        ) else {
+            return false;
+        };
+        if next.push_within_capacity(first).is_err() {
+            return false;
+        }
+        let used = core::mem::replace(&mut self.stage, next);
+        if let Err(used) = n.hold(used) {
+            // A new notification holds no pages: cannot happen. Copied, as always.
+            self.stage = used;
+            return false;
+        }
+        self.zc = Some(n);
+        true
     }
 
     /// Returns the number of bytes queued.
@@ -173,6 +230,9 @@ impl Batch {
         self.sent = 0;
         self.si = 0;
         self.soff = 0;
+        self.user = 0;
+        // Our reference on the notification: TCP keeps its own while it needs the pages.
+        self.zc = None;
     }
 
     /// The current end of the batch, to [`Batch::rollback`] to.
@@ -183,6 +243,7 @@ impl Batch {
             sp: self.sp,
             so: self.so,
             len: self.len,
+            user: self.user,
         }
     }
 
@@ -195,6 +256,7 @@ impl Batch {
         self.sp = m.sp;
         self.so = m.so;
         self.len = m.len;
+        self.user = m.user;
     }
 
     fn add(&mut self, seg: Seg) -> Result {
@@ -319,13 +381,24 @@ impl Batch {
     /// Appends `len` bytes at `off` of a page of user memory. Does not sleep. `ENOSPC` without
     /// room for the fragment.
     pub(crate) fn add_user(&mut self, page: UmemPageRef, off: usize, len: usize) -> Result {
-        self.add(Seg::User { page, off, len })
+        self.add(Seg::User { page, off, len })?;
+        self.user = self.user.saturating_add(len);
+        Ok(())
+    }
+
+    /// The staging pages the batch's fragments lie in: the notification's once it goes by
+    /// reference.
+    fn stage_pages(&self) -> &[StagingPage] {
+        match &self.zc {
+            Some(n) => n.pages(),
+            None => &self.stage,
+        }
     }
 
     fn frag<'a>(&'a self, s: &'a Seg, skip: usize) -> Result<PageFrag<'a>> {
         match s {
             Seg::Stage { page, off, len } => self
-                .stage
+                .stage_pages()
                 .get(*page)
                 .ok_or(EINVAL)?
                 .frag(off.saturating_add(skip), len.saturating_sub(skip)),
@@ -370,13 +443,26 @@ impl Batch {
         } else {
             SendFlags::DONTWAIT
         };
-        g.send_pages_copy(core::slice::from_ref(&f), fl)
+        self.send(g, core::slice::from_ref(&f), fl)
+    }
+
+    /// Hands TCP `frags`: by reference with the notification, or copied.
+    fn send(
+        &self,
+        g: &mut SocketGuard<'_>,
+        frags: &[PageFrag<'_>],
+        fl: SendFlags,
+    ) -> Result<usize> {
+        match &self.zc {
+            Some(n) => g.send_pages_zc(frags, fl, n),
+            None => g.send_pages_copy(frags, fl),
+        }
     }
 
     /// Hands TCP up to `N` (at most [`MAX_SEND_PAGES`]) fragments from the sent position on.
     /// Returns the number of bytes TCP took.
     fn send_some<const N: usize>(&self, g: &mut SocketGuard<'_>, more: bool) -> Result<usize> {
-        let first = self.stage.first().ok_or(EINVAL)?.frag(0, 0)?;
+        let first = self.stage_pages().first().ok_or(EINVAL)?.frag(0, 0)?;
         let mut frags = [first; N];
         let mut k = 0usize;
         let mut i = self.si;
@@ -400,7 +486,7 @@ impl Batch {
         } else {
             SendFlags::DONTWAIT
         };
-        g.send_pages_copy(frags.get(..k).unwrap_or(&[]), fl)
+        self.send(g, frags.get(..k).unwrap_or(&[]), fl)
     }
 
     /// Moves the sent position `n` bytes on.

@@ -169,7 +169,7 @@ static SOCK_CLASS_V6: SockLockClass = SockLockClass {
 };
 
 /// This module, which the reclassified sockets keep loaded while they use its lock keys.
-static THIS: ThisModule = <crate::RsiwModule as kernel::ModuleMetadata>::THIS_MODULE;
+pub(crate) static THIS: ThisModule = <crate::RsiwModule as kernel::ModuleMetadata>::THIS_MODULE;
 
 /// How long an initiator waits for the TCP handshake and the MPA Reply (`MPAREQ_TIMEOUT`).
 const REPLY_TIMEOUT: Delta = Delta::from_secs(10);

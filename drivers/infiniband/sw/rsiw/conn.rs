@@ -60,7 +60,8 @@ use crate::{
     tx::{
         self,
         Pass,
-        TxState, //
+        TxState,
+        ZcTrack, //
     },
     wire::{
         mpa::{
@@ -170,6 +171,11 @@ pub(crate) struct WorkStats {
     /// Deliveries whose completions freed an ORD credit a request waited for (the work item
     /// sends it).
     credit_kicks: Atomic<u64>,
+    /// TX batches sent by reference (`zerocopy_min`).
+    pub(crate) zc_batches: Atomic<u64>,
+    /// Of those, the ones the network stack copied after all (e.g. delivered to a local
+    /// socket).
+    pub(crate) zc_copied: Atomic<u64>,
 }
 
 /// The number of wait buckets of [`WorkStats`]: every bucket is four times the one before,
@@ -185,6 +191,8 @@ impl WorkStats {
             buckets: [const { Atomic::new(0) }; WAIT_BUCKETS],
             budget_passes: Atomic::new(0),
             credit_kicks: Atomic::new(0),
+            zc_batches: Atomic::new(0),
+            zc_copied: Atomic::new(0),
         }
     }
 
@@ -202,8 +210,8 @@ impl WorkStats {
     }
 
     /// The counters, in the order of their names in `RsiwDevice::HW_COUNTERS`.
-    pub(crate) fn values(&self) -> [u64; 4 + WAIT_BUCKETS] {
-        let mut v = [0; 4 + WAIT_BUCKETS];
+    pub(crate) fn values(&self) -> [u64; 6 + WAIT_BUCKETS] {
+        let mut v = [0; 6 + WAIT_BUCKETS];
         v[0] = self.runs.load(Relaxed);
         v[1] = self.wait_us.load(Relaxed);
         for (v, b) in v[2..].iter_mut().zip(&self.buckets) {
@@ -211,6 +219,8 @@ impl WorkStats {
         }
         v[2 + WAIT_BUCKETS] = self.budget_passes.load(Relaxed);
         v[3 + WAIT_BUCKETS] = self.credit_kicks.load(Relaxed);
+        v[4 + WAIT_BUCKETS] = self.zc_batches.load(Relaxed);
+        v[5 + WAIT_BUCKETS] = self.zc_copied.load(Relaxed);
         v
     }
 }
@@ -317,6 +327,9 @@ pub(crate) struct Conn {
     /// The TX engine.
     #[pin]
     tx: Mutex<TxState>,
+    /// The TX engine's releases of batches sent by reference, which kick the work item from
+    /// [`Conn::start`] to [`Conn::stop`].
+    zc: Arc<ZcTrack>,
     /// The RX engine.
     #[pin]
     rx: SpinLockIrq<RxState>,
@@ -405,9 +418,10 @@ impl Conn {
             p.rtr_offered,
             qp.clone(),
         );
-        let tx = TxState::new(p.rtr, sock.clone())?;
         let queue = qp.device().conn_queue.queue.clone();
         let stats = qp.device().conn_queue.stats.clone();
+        let tx = TxState::new(p.rtr, sock.clone(), stats.clone())?;
+        let zc = tx.zc_track().clone();
         let links = Links {
             qp: qp.clone(),
             sock,
@@ -427,6 +441,7 @@ impl Conn {
                 stats,
                 kicked: Atomic::new(0),
                 tx <- new_mutex!(tx, "rsiw_conn_tx"),
+                zc,
                 rx <- new_spinlock_irq!(rx, "rsiw_conn_rx"),
                 work <- new_work!("rsiw_conn_work"),
             }),
@@ -621,6 +636,14 @@ impl Conn {
     /// After the QP is in RTS: has the work item process bytes already queued in the socket and
     /// start TX. Any context.
     pub(crate) fn start(this: &Arc<Conn>) {
+        {
+            let mut c = this.zc.conn.lock();
+            // Not after `stop` took it (it sets `stopped` before): that reference would never
+            // be dropped.
+            if !this.stopped.load(Acquire) {
+                *c = Some(this.clone());
+            }
+        }
         this.rx_pending.store(true, Release);
         Self::kick(this.as_arc_borrow());
     }
@@ -646,6 +669,8 @@ impl Conn {
         drop(tx);
         drop(tx_sock);
         drop(links);
+        // Releases of batches TCP still holds kick nothing any more.
+        drop(self.zc.set_conn(None));
         // A work item that started before `stopped` was set may still be in `rx_work`, placing
         // and completing receives: wait for it, so that nothing completes after the flush
         // above. Work items queued later see `stopped` and do nothing. The end of the work

@@ -525,7 +525,8 @@ impl Driver for RsiwDevice {
     type IwCm = Self;
 
     /// The responder's Flushes ([`FlushCounters`]), the responses sent from `data_ready`
-    /// ([`BhCounters`]) and the work items' waits ([`conn::WorkStats`]), in every port's
+    /// ([`BhCounters`]), the work items' waits and the batches sent by reference
+    /// ([`conn::WorkStats`]), in every port's
     /// `hw_counters`.
     const HW_COUNTERS: &'static [HwCounter] = &[
         HwCounter::new(c"flush_executed"),
@@ -544,6 +545,8 @@ impl Driver for RsiwDevice {
         HwCounter::new(c"work_wait_ge4ms"),
         HwCounter::new(c"work_budget_passes"),
         HwCounter::new(c"work_credit_kicks"),
+        HwCounter::new(c"tx_zc_batches"),
+        HwCounter::new(c"tx_zc_copied"),
     ];
 
     fn hw_counters(dev: &Device<Self>, _port: u32, values: &mut [u64]) {

@@ -91,6 +91,10 @@ module! {
             default: false,
             description: "Testing only: the TX batch of a connection cannot grow beyond its first staging page, as if every allocation failed (sends must go on in smaller FPDUs)",
         },
+        zerocopy_min: u32 {
+            default: 0,
+            description: "Send a TX batch by reference (MSG_ZEROCOPY, its work requests complete once TCP released the pages) when it carries at least this many bytes of user memory and MPA CRC is off; smaller batches are copied into the socket (0, the default: always copy, which costs less under QEMU TCG at every size measured)",
+        },
         bh_respond: bool {
             default: true,
             description: "Send the responses to small RDMA Reads from the receive softirq when nothing else waits to be sent, instead of waking the connection's work item (read for every response)",

@@ -19,7 +19,21 @@
 //!
 //! A message's end does what its [`Done`] says once its last byte is with TCP: complete a
 //! send queue element, or free the IRD credit of a response.
+//!
+//! Zero-copy: a batch carrying at least `zerocopy_min` bytes of user memory (module parameter;
+//! MPA CRC off, which is computed over a copy) goes to TCP by reference with a notification
+//! ([`kernel::net::tcp::ZcNotif`]) instead of being copied into the socket. TCP then reads the
+//! user pages until the peer acknowledged the bytes, so the send queue elements that end in
+//! such a batch, and every one after them (completions stay in order), complete only once TCP
+//! released the batch ([`ZcTrack`]), which kicks the work item. IRD credits of responses are
+//! freed when the response is with TCP, as for copied batches: the peer may send its next
+//! request as soon as it has the response. Up to [`ZC_SLOTS`] batches are in flight that way;
+//! beyond, batches are copied (and complete in order behind them).
 
+use crate::conn::{
+    Conn,
+    WorkStats, //
+};
 use crate::{
     batch::{
         Batch,
@@ -102,15 +116,26 @@ use kernel::{
         tcp::{
             DataReadySock,
             SocketGuard,
-            TcpSocket, //
+            TcpSocket,
+            ZcNotif,
+            ZcOwner, //
         },
     },
+    new_spinlock_irq,
     page::PAGE_SIZE,
     prelude::*,
     rdma::qp::Qp,
     sync::{
+        atomic::{
+            Acquire,
+            AtomicFlag,
+            Relaxed,
+            Release, //
+        },
         rcu,
-        Arc, //
+        Arc,
+        ArcBorrow,
+        SpinLockIrq, //
     },
 };
 
@@ -141,8 +166,16 @@ const SMALL_FPDU: usize = COPY_BREAK;
 // A batch has room for the largest FPDU, with a margin.
 const _: () = assert!(2 * FPDU_SEGS <= MAX_SEGS);
 
-/// Messages that may end in one batch (each to be completed once its last byte is with TCP).
-const MAX_DONE: usize = 32;
+/// Messages TX holds until they are finished: those ending in the batch being sent (each
+/// completes once its last byte is with TCP) and those ending in batches sent by reference and
+/// not released yet.
+const MAX_DONE: usize = 128;
+
+/// Messages that may end in one batch.
+const BATCH_DONE: usize = 32;
+
+/// Batches sent by reference that may wait for their release at once.
+pub(crate) const ZC_SLOTS: usize = 16;
 
 /// Read Responses of up to this many payload bytes are sent by `data_ready` ([`respond_bh`]).
 const BH_READ_MAX: u32 = 64;
@@ -185,10 +218,22 @@ pub(crate) struct TxState {
     req: Requester,
     /// The batch of FPDUs being sent.
     batch: Batch,
-    /// The messages ending in the batch, in order: the offset after their last byte and what
-    /// to do once TCP took it. The first `ndone` entries are in use.
-    done: [(usize, Done); MAX_DONE],
+    /// The messages TX has not finished, in order: the stream offset after their last byte
+    /// (counted from the first batch, [`TxState::base`]) and what to do once TCP took it (and
+    /// released it, if it went by reference). The first `ndone` entries are in use.
+    done: KVec<(usize, Done)>,
     ndone: usize,
+    /// The stream offset of the batch's first byte.
+    base: usize,
+    /// Entries of `done` that end in the batch being assembled.
+    batch_done: usize,
+    /// The batches sent by reference and not released yet, oldest first: their first and
+    /// last stream offsets and their tag in `zc`.
+    zc_fly: [(usize, usize, u32); ZC_SLOTS],
+    zc_head: usize,
+    zc_len: usize,
+    /// The releases of the batches sent by reference.
+    zc: Arc<ZcTrack>,
     /// A fatal error found while the batch before it was assembled: reported once that batch
     /// went out, so its messages complete first.
     deferred: Option<Fatal>,
@@ -202,19 +247,38 @@ pub(crate) struct TxState {
 }
 
 impl TxState {
-    /// A fresh engine sending on `sock`; `rtr` is the RTR message to send first.
-    pub(crate) fn new(rtr: Option<RtrKind>, sock: Arc<TcpSocket>) -> Result<Self> {
+    /// A fresh engine sending on `sock`; `rtr` is the RTR message to send first. `stats`
+    /// counts its batches sent by reference.
+    pub(crate) fn new(
+        rtr: Option<RtrKind>,
+        sock: Arc<TcpSocket>,
+        stats: Arc<WorkStats>,
+    ) -> Result<Self> {
+        // On the heap: the engine is built on the stack of the connection manager's accept.
+        let mut done = KVec::with_capacity(MAX_DONE, GFP_KERNEL)?;
+        done.extend_with(MAX_DONE, (0, Done::Nothing), GFP_KERNEL)?;
         Ok(Self {
             out: Outgoing::new(),
             req: Requester::new(),
             batch: Batch::new(TX_BUF)?,
-            done: [(0, Done::Nothing); MAX_DONE],
+            done,
             ndone: 0,
+            base: 0,
+            batch_done: 0,
+            zc_fly: [(0, 0, 0); ZC_SLOTS],
+            zc_head: 0,
+            zc_len: 0,
+            zc: Arc::pin_init(ZcTrack::new(stats), GFP_KERNEL)?,
             deferred: None,
             rtr,
             dead: false,
             sock: Some(sock),
         })
+    }
+
+    /// The releases of this engine's batches sent by reference.
+    pub(crate) fn zc_track(&self) -> &Arc<ZcTrack> {
+        &self.zc
     }
 
     /// Whether the connection failed (nothing is sent any more).
@@ -242,6 +306,9 @@ impl TxState {
     pub(crate) fn flush(&mut self, qp: &Qp<RsiwDevice>) {
         let n = self.ndone;
         self.ndone = 0;
+        self.batch_done = 0;
+        // Batches sent by reference complete nothing any more; TCP still releases them.
+        self.zc_len = 0;
         let cur = self.out.end().map(|m| m.done);
         let batch = self.done.get(..n).unwrap_or(&[]).iter().map(|d| d.1);
         for d in Iterator::chain(batch, cur) {
@@ -280,7 +347,7 @@ impl TxState {
         }
         // What the batch completes is flushed with the QP (`flush`); its bytes are sent.
         let ndone = self.ndone;
-        self.batch.clear();
+        self.next_batch();
         let Some(msn) = self.out.take_msn(QN_TERMINATE) else {
             return;
         };
@@ -397,7 +464,7 @@ impl TxState {
         if r.is_err() {
             return Err(Fatal::local(failed(path, m.done, status::LOC_PROT_ERR)));
         }
-        let fpdu_end = self.batch.len();
+        let fpdu_end = self.base.saturating_add(self.batch.len());
         if plan.last {
             let d = m.done;
             self.out.end();
@@ -408,6 +475,7 @@ impl TxState {
                 };
                 *slot = (fpdu_end, d);
                 self.ndone = self.ndone.saturating_add(1);
+                self.batch_done = self.batch_done.saturating_add(1);
             }
         }
         Ok(true)
@@ -500,8 +568,9 @@ impl TxState {
                 .stage(rest)
                 .map_err(|_| Fatal::local(q.done.failed(status::LOC_QP_OP_ERR)))?;
             if let Some(slot) = self.done.first_mut() {
-                *slot = (self.batch.len(), q.done);
+                *slot = (self.base.saturating_add(self.batch.len()), q.done);
                 self.ndone = 1;
+                self.batch_done = 1;
             }
         } else if let Done::Sq {
             wr,
@@ -513,16 +582,45 @@ impl TxState {
         Ok(true)
     }
 
-    /// Completes the messages of the batch whose last byte TCP took; starts a new batch once
-    /// all of it went out. Returns whether that let a send queue element TX holds back go on
-    /// (the pass must not end).
+    /// Completes the messages whose last byte TCP took (and released, for batches sent by
+    /// reference), in order; frees the IRD credit of responses TCP took. Starts a new batch
+    /// once all of it went out. Returns whether that let a send queue element TX holds back go
+    /// on (the pass must not end).
     fn finish(&mut self, path: &Path, qp: &Qp<RsiwDevice>) -> bool {
-        let n = self.ndone;
-        let mut k = 0usize;
-        let mut deliver = false;
-        for &(end, d) in self.done.get(..n).unwrap_or(&[]) {
-            if end > self.batch.sent() {
+        let sent = self.base.saturating_add(self.batch.sent());
+        // Released batches leave the list oldest first; the oldest one still held bounds what
+        // may complete.
+        while self.zc_len > 0 {
+            let (_, _, tag) = self.zc_fly[self.zc_head % ZC_SLOTS];
+            if !self.zc.is_released(tag) {
                 break;
+            }
+            self.zc_head = self.zc_head.wrapping_add(1);
+            self.zc_len -= 1;
+        }
+        let safe = if self.zc_len > 0 {
+            sent.min(self.zc_fly[self.zc_head % ZC_SLOTS].0)
+        } else {
+            sent
+        };
+        let n = self.ndone;
+        let mut w = 0usize;
+        let mut deliver = false;
+        let mut left_in_batch = 0usize;
+        for i in 0..n {
+            let Some(&(end, d)) = self.done.get(i) else {
+                break;
+            };
+            let ready = end <= safe || (matches!(d, Done::Response) && end <= sent);
+            if !ready {
+                if end > self.base {
+                    left_in_batch += 1;
+                }
+                if let Some(slot) = self.done.get_mut(w) {
+                    *slot = (end, d);
+                }
+                w += 1;
+                continue;
             }
             match d {
                 Done::Sq {
@@ -533,21 +631,54 @@ impl TxState {
                 Done::InOrder => deliver |= path.local_done(status::SUCCESS),
                 _ => {}
             }
-            k = k.saturating_add(1);
         }
-        if k > 0 {
-            for i in 0..n.saturating_sub(k) {
-                let v = self.done.get(i.saturating_add(k)).copied();
-                if let (Some(v), Some(slot)) = (v, self.done.get_mut(i)) {
-                    *slot = v;
-                }
-            }
-            self.ndone = n.saturating_sub(k);
-        }
+        self.ndone = w;
+        self.batch_done = left_in_batch;
         if self.batch.sent() >= self.batch.len() {
-            self.batch.clear();
+            self.next_batch();
         }
         deliver && completer::deliver(path, qp)
+    }
+
+    /// Empties the batch, which went out whole, for the next one.
+    fn next_batch(&mut self) {
+        self.base = self.base.saturating_add(self.batch.len());
+        self.batch_done = 0;
+        self.batch.clear();
+    }
+
+    /// Whether batches sent by reference wait for their release.
+    fn zc_waits(&self) -> bool {
+        self.zc_len > 0
+    }
+
+    /// Sends the batch about to go out by reference if it carries enough user memory and a
+    /// slot is free (see the module's documentation).
+    fn maybe_zc(&mut self, path: &Path) {
+        let min = crate::module_parameters::zerocopy_min.value() as usize;
+        if min == 0
+            || path.crc()
+            || self.batch.sent() > 0
+            || self.batch.is_zc()
+            || self.batch.user_bytes() < min
+            || self.zc_len >= ZC_SLOTS
+        {
+            return;
+        }
+        let slot = self.zc_head.wrapping_add(self.zc_len) % ZC_SLOTS;
+        let tag = slot as u32;
+        self.zc.arm(tag);
+        let owner = self.zc.clone();
+        let gfp = GFP_NOIO | __GFP_NORETRY | __GFP_NOWARN;
+        if !self
+            .batch
+            .start_zc(|| ZcNotif::new(&crate::cm::THIS, owner, tag, gfp))
+        {
+            return;
+        }
+        self.zc_fly[slot] = (self.base, self.base.saturating_add(self.batch.len()), tag);
+        self.zc_len += 1;
+        self.zc.stats.zc_batches.fetch_add(1, Relaxed);
     }
 
     /// Appends the next FPDU to the batch, starting the next message if needed.
@@ -576,6 +707,10 @@ impl TxState {
         g: &mut SocketGuard<'_>,
     ) -> Result<Pass, Fatal> {
         path.set_tx_quiet(false);
+        if self.zc_waits() && self.batch.len() == 0 {
+            // Batches sent by reference may have been released (which kicked this pass).
+            self.finish(path, qp);
+        }
         if let Some(t) = path.take_tail() {
             if !send_tail(path, g, t)? {
                 return Ok(Pass::Blocked);
@@ -591,9 +726,10 @@ impl TxState {
     /// Whether nothing is half sent or due before a response: no batch, no message in
     /// progress or to complete, no RTR or Immediate Data to send first, no error to report.
     fn quiet(&self) -> bool {
+        // With the batch out, the messages TX still holds wait only for releases of batches
+        // sent by reference: nothing of the stream.
         self.batch.len() == 0
             && !self.out.busy()
-            && self.ndone == 0
             && self.deferred.is_none()
             && self.rtr.is_none()
             && !self.req.has_followup()
@@ -615,6 +751,12 @@ impl TxState {
             // A batch that TCP took only in part is sent out before a new one starts.
             if self.batch.len() == 0 {
                 if let Some(f) = self.deferred.take() {
+                    if self.zc_waits() {
+                        // The messages before it complete first: once TCP released them
+                        // (which kicks this pass).
+                        self.deferred = Some(f);
+                        return Ok(Pass::Idle);
+                    }
                     return Err(f);
                 }
                 if !self.out.busy() && self.ndone == 0 && self.quick(path, qp, sock, g)? {
@@ -626,6 +768,7 @@ impl TxState {
                 }
                 while !drained
                     && self.batch.len() < BATCH
+                    && self.batch_done < BATCH_DONE
                     && self.ndone < MAX_DONE
                     && self.batch.seg_room() >= FPDU_SEGS
                 {
@@ -650,6 +793,7 @@ impl TxState {
                 return Ok(Pass::Idle);
             }
             let more = self.out.busy();
+            self.maybe_zc(path);
             let r = self.batch.push(g, more);
             // A work request that waited for the ORQ may go on now.
             let go_on = self.finish(path, qp);
@@ -667,6 +811,63 @@ impl TxState {
             }
         }
         Ok(Pass::Budget)
+    }
+}
+
+/// The releases of a connection's batches sent by reference ([`ZcNotif`]), one flag per slot
+/// of [`TxState`]'s list, and the connection to kick when one comes.
+#[pin_data]
+pub(crate) struct ZcTrack {
+    released: [AtomicFlag; ZC_SLOTS],
+    /// The connection, from [`Conn::start`] to [`Conn::stop`]: a release kicks its work item.
+    #[pin]
+    pub(crate) conn: SpinLockIrq<Option<Arc<Conn>>>,
+    /// The device's counters.
+    pub(crate) stats: Arc<WorkStats>,
+}
+
+impl ZcTrack {
+    fn new(stats: Arc<WorkStats>) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            released: [const { AtomicFlag::new(false) }; ZC_SLOTS],
+            conn <- new_spinlock_irq!(None, "rsiw_zc_conn"),
+            stats,
+        })
+    }
+
+    /// Slot `tag` is about to be sent with.
+    fn arm(&self, tag: u32) {
+        if let Some(f) = self.released.get(tag as usize) {
+            f.store(false, Release);
+        }
+    }
+
+    /// Whether the batch of slot `tag` was released.
+    fn is_released(&self, tag: u32) -> bool {
+        self.released
+            .get(tag as usize)
+            .is_none_or(|f| f.load(Acquire))
+    }
+
+    /// Sets the connection a release kicks; returns the previous one, to drop in process
+    /// context. Any context.
+    pub(crate) fn set_conn(&self, c: Option<Arc<Conn>>) -> Option<Arc<Conn>> {
+        core::mem::replace(&mut *self.conn.lock(), c)
+    }
+}
+
+impl ZcOwner for ZcTrack {
+    fn released(this: ArcBorrow<'_, Self>, tag: u32, copied: bool) {
+        if copied {
+            this.stats.zc_copied.fetch_add(1, Relaxed);
+        }
+        if let Some(f) = this.released.get(tag as usize) {
+            f.store(true, Release);
+        }
+        // Borrowed under the lock: the last reference is never dropped here (in softirq).
+        if let Some(c) = this.conn.lock().as_ref() {
+            Conn::kick(c.as_arc_borrow());
+        }
     }
 }
 

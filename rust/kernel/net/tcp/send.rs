@@ -101,7 +101,9 @@ pub(super) fn kvecs<const N: usize>(bufs: &[&[u8]]) -> Result<([bindings::kvec; 
 ///
 /// The page is zeroed when allocated. No reference to it is held outside `self` and the
 /// [`PageFrag`]s borrowed from it; those are only ever copied from, during a
-/// [`SocketGuard::send_pages_copy`] call.
+/// [`SocketGuard::send_pages_copy`] call; or the page belongs to a
+/// [`ZcNotif`](super::ZcNotif), which TCP may read it through until the page is freed with the
+/// notification, and which never lends it mutably.
 pub struct StagingPage {
     page: Page,
 }
@@ -139,6 +141,11 @@ impl StagingPage {
         // returned (`kmap_local` nesting), so this one is the innermost.
         unsafe { bindings::kunmap_local(base.cast::<c_void>()) };
         Ok(ret)
+    }
+
+    /// Whether `f` lies in this page.
+    pub(crate) fn same_page(&self, f: &PageFrag<'_>) -> bool {
+        f.page_ptr() == self.page.as_ptr()
     }
 
     /// Describes bytes `[offset, offset + len)` of the page, to send them with
@@ -300,16 +307,32 @@ impl SocketGuard<'_> {
     }
 
     fn send_bvec(&mut self, frags: &[PageFrag<'_>], flags: u32) -> Result<usize> {
+        self.send_bvec_ubuf(frags, flags, core::ptr::null_mut())
+    }
+
+    /// Sends `frags` with `flags` and, if not null, `ubuf` as `msg->msg_ubuf` (the caller holds
+    /// a reference on it for the call, and passes `MSG_ZEROCOPY`).
+    pub(super) fn send_bvec_ubuf(
+        &mut self,
+        frags: &[PageFrag<'_>],
+        flags: u32,
+        ubuf: *mut bindings::ubuf_info,
+    ) -> Result<usize> {
         // Most calls carry one or two fragments (a small message): an array sized for them
         // saves initialising the large one on every send.
         if frags.len() <= 4 {
-            self.send_bvec_n::<4>(frags, flags)
+            self.send_bvec_n::<4>(frags, flags, ubuf)
         } else {
-            self.send_bvec_n::<MAX_SEND_PAGES>(frags, flags)
+            self.send_bvec_n::<MAX_SEND_PAGES>(frags, flags, ubuf)
         }
     }
 
-    fn send_bvec_n<const N: usize>(&mut self, frags: &[PageFrag<'_>], flags: u32) -> Result<usize> {
+    fn send_bvec_n<const N: usize>(
+        &mut self,
+        frags: &[PageFrag<'_>],
+        flags: u32,
+        ubuf: *mut bindings::ubuf_info,
+    ) -> Result<usize> {
         if frags.len() > N {
             return Err(EINVAL);
         }
@@ -323,7 +346,10 @@ impl SocketGuard<'_> {
         // lives across the call and describes `total` bytes of pages that stay allocated for the
         // call (`PageFrag` invariant). With `MSG_SPLICE_PAGES` TCP takes its own page references
         // for what it queues, and `StagingPage` fragments are not spliced (the callers check);
-        // without it, TCP copies the bytes during the call.
+        // with `MSG_ZEROCOPY` and a `ubuf` (live for the call, caller), it takes page references
+        // too and each skb a reference on `ubuf`, and `StagingPage` fragments are only of pages
+        // the notification owns (`send_pages_zc`); without either, TCP copies the bytes during
+        // the call.
         Self::sent(unsafe {
             bindings::tcp_sendmsg_bvec_locked(
                 self.sk.as_ptr(),
@@ -331,6 +357,7 @@ impl SocketGuard<'_> {
                 frags.len(),
                 total,
                 flags,
+                ubuf,
             )
         })
     }

@@ -21,7 +21,9 @@ use super::{
     SocketGuard,
     StagingPage,
     TcpSocket,
-    TcpState, //
+    TcpState,
+    ZcNotif,
+    ZcOwner, //
 };
 use crate::{
     bindings,
@@ -60,6 +62,7 @@ use crate::{
         Work,
         WorkItem, //
     },
+    ThisModule,
 };
 use core::net::{
     IpAddr,
@@ -465,6 +468,25 @@ fn echo(family: Family) -> Result {
 }
 
 /// The byte at position `i` of the copied parts of the stream.
+/// The module a test [`ZcOwner`] lives in: built in.
+// SAFETY: A null module is the built-in kernel, which `__module_get()`/`module_put()` ignore.
+static BUILT_IN: ThisModule = unsafe { ThisModule::from_ptr(core::ptr::null_mut()) };
+
+/// Counts the releases of zero-copy notifications.
+struct ZcCount {
+    releases: Atomic<u32>,
+    copied: Atomic<u32>,
+    tag: Atomic<u32>,
+}
+
+impl ZcOwner for ZcCount {
+    fn released(this: ArcBorrow<'_, Self>, tag: u32, copied: bool) {
+        this.tag.store(tag, Relaxed);
+        this.copied.fetch_add(u32::from(copied), Relaxed);
+        this.releases.fetch_add(1, Relaxed);
+    }
+}
+
 fn pattern(i: usize) -> u8 {
     (i.wrapping_mul(7).wrapping_add(i >> 8)) as u8
 }
@@ -558,7 +580,8 @@ fn round(family: Family, spliced: &Page) -> Result {
     // Data: copied parts with a pattern, spliced pages (zeroed) in between.
     const COPIED: usize = 3000;
     const STAGED: usize = 64;
-    const TOTAL: usize = 3 * COPIED + PAGE_SIZE + 100 + STAGED + 100;
+    const ZC: usize = STAGED + 200;
+    const TOTAL: usize = 3 * COPIED + PAGE_SIZE + 100 + STAGED + 100 + ZC;
     let sconn = Conn::new(TOTAL)?;
     server.attach(sconn.clone())?;
     let mut expected = KVec::with_capacity(TOTAL, GFP_KERNEL)?;
@@ -632,6 +655,58 @@ fn round(family: Family, spliced: &Page) -> Result {
     expected.extend_with(100, 0, GFP_KERNEL)?;
     send_all(&client, &[&src])?;
     expected.extend_from_slice(&src, GFP_KERNEL)?;
+    // By reference with a notification (`send_pages_zc`): staged bytes of a page the
+    // notification holds, and a page fragment. The notification is released once TCP let go
+    // of both (here: delivered over loopback, which copies them), and only then.
+    let zc = Arc::new(
+        ZcCount {
+            releases: Atomic::new(0),
+            copied: Atomic::new(0),
+            tag: Atomic::new(0),
+        },
+        GFP_KERNEL,
+    )?;
+    {
+        let mut notif = ZcNotif::new(&BUILT_IN, zc.clone(), 7, GFP_KERNEL)?;
+        let mut page = StagingPage::new(GFP_KERNEL)?;
+        page.with_slice_mut(0, STAGED, |s| {
+            for (i, b) in s.iter_mut().enumerate() {
+                *b = pattern(i + 11);
+            }
+        })?;
+        let mut pages = KVec::new();
+        pages.push(page, GFP_KERNEL)?;
+        check!(notif.hold(pages).is_ok());
+        // A second set of pages is refused (handed back).
+        check!(notif.hold(KVec::new()).is_err());
+        // Fragments of a staging page the notification does not hold are refused.
+        let mut guard = client.lock();
+        check!(
+            (guard
+                .send_pages_zc(&[staging.frag(0, 1)?], SendFlags::DONTWAIT, &notif)
+                .err())
+                == (Some(EINVAL))
+        );
+        let held = notif.pages().first().ok_or(EINVAL)?;
+        drop(send_locked(&client, guard, 0..ZC, |g, done| {
+            if done < STAGED {
+                let frags = [
+                    held.frag(done, STAGED - done)?,
+                    PageFrag::new(spliced, 3000, 200)?,
+                ];
+                g.send_pages_zc(&frags, SendFlags::DONTWAIT, &notif)
+            } else {
+                let frag = PageFrag::new(spliced, 3000 + done - STAGED, ZC - done)?;
+                g.send_pages_zc(&[frag], SendFlags::DONTWAIT, &notif)
+            }
+        })?);
+        // The sender's reference keeps it.
+        check!((zc.releases.load(Relaxed)) == (0));
+    }
+    for i in 0..STAGED {
+        expected.push(pattern(i + 11), GFP_KERNEL)?;
+    }
+    expected.extend_with(200, 0, GFP_KERNEL)?;
     check!((expected.len()) == (TOTAL));
     check!(wait_for(|| sconn.received() >= TOTAL));
     {
@@ -641,6 +716,11 @@ fn round(family: Family, spliced: &Page) -> Result {
         check!((rx.buf.len()) == (TOTAL));
         check!(rx.buf[..] == expected[..]);
     }
+    check!(wait_for(|| zc.releases.load(Relaxed) > 0));
+    check!((zc.releases.load(Relaxed)) == (1));
+    check!((zc.tag.load(Relaxed)) == (7));
+    // Loopback delivers the skb to a local socket, which copies its pages first.
+    check!((zc.copied.load(Relaxed)) == (1));
 
     // Stop reading on the server and fill the small send buffer until EAGAIN; then drain the
     // server from process context (`SocketGuard::read_sock`), and `sk_write_space` fires.
