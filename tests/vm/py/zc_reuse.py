@@ -224,57 +224,62 @@ def pause(st, check):
     log(f'{check}: read nothing for {PAUSE} s after the first byte')
 
 
-def recv_send(st):
-    check = 'ZC-01'
-    pause(st, check)
-    got = bytearray(SEND_SIZE)
-    mo = 0
-    n = 0
-    while True:
-        u = st.fpdu(check)
-        if len(u) < 18 or u[0] & DDP_T or u[1] & 0x0f not in (OP_SEND, OP_SEND_SE):
-            fail(f'{check}: FPDU {n} is not an untagged Send: {u[:18].hex()}')
-        qn, msn, fmo = struct.unpack('>III', u[6:18])
-        data = u[18:]
-        if qn != 0 or msn != 1 or fmo != mo or mo + len(data) > SEND_SIZE:
-            fail(f'{check}: FPDU {n}: QN {qn} MSN {msn} MO {fmo} length {len(data)}; '
-                 f'want QN 0 MSN 1 MO {mo} within {SEND_SIZE} bytes')
-        got[mo:mo + len(data)] = data
-        mo += len(data)
-        n += 1
-        if u[0] & DDP_L:
-            break
-    if mo != SEND_SIZE:
-        fail(f'{check}: the Send ended after {mo} bytes, want {SEND_SIZE}')
-    report_diff(check, bytes(got), send_pattern())
-    log(f'{check}: {n} FPDUs, {mo} bytes: the Send carries pattern A throughout')
-
-
-def recv_writes(st):
-    check = 'ZC-02'
-    pause(st, check)
-    total = WRITES * WRITE_SIZE
+def reassemble(st, check, msgs, total, head):
+    """Reads the FPDUs of msgs messages of total / msgs bytes each, back to
+    back, and returns (their payload, the number of FPDUs). head(u, n, off)
+    checks the header of FPDU n, whose payload must start at byte off of the
+    whole, and returns its payload."""
     got = bytearray(total)
-    off = 0
-    n = last = 0
-    while last < WRITES:
+    off = n = last = 0
+    while last < msgs:
         u = st.fpdu(check)
-        if len(u) < 14 or not u[0] & DDP_T or u[1] & 0x0f != OP_WRITE:
-            fail(f'{check}: FPDU {n} is not an RDMA Write: {u[:14].hex()}')
-        stag, to = struct.unpack('>IQ', u[2:14])
-        data = u[14:]
-        if stag != SINK_STAG or to != SINK_TO + off or off + len(data) > total:
-            fail(f'{check}: FPDU {n}: STag {stag:#x} TO {to:#x} length {len(data)}; '
-                 f'want STag {SINK_STAG:#x} TO {SINK_TO + off:#x} within {total} bytes')
+        data = head(u, n, off)
+        if off + len(data) > total:
+            fail(f'{check}: FPDU {n} at {off} with {len(data)} bytes: beyond {total}')
         got[off:off + len(data)] = data
         off += len(data)
         n += 1
         if u[0] & DDP_L:
             last += 1
-            if off != last * WRITE_SIZE:
-                fail(f'{check}: Write {last - 1} ended at {off}, want {last * WRITE_SIZE}')
+            if off != last * (total // msgs):
+                fail(f'{check}: message {last - 1} ended at {off}, '
+                     f'want {last * (total // msgs)}')
+    return bytes(got), n
+
+
+def recv_send(st):
+    check = 'ZC-01'
+    pause(st, check)
+
+    def head(u, n, mo):
+        if len(u) < 18 or u[0] & DDP_T or u[1] & 0x0f not in (OP_SEND, OP_SEND_SE):
+            fail(f'{check}: FPDU {n} is not an untagged Send: {u[:18].hex()}')
+        qn, msn, fmo = struct.unpack('>III', u[6:18])
+        if qn != 0 or msn != 1 or fmo != mo:
+            fail(f'{check}: FPDU {n}: QN {qn} MSN {msn} MO {fmo}; want QN 0 MSN 1 MO {mo}')
+        return u[18:]
+
+    got, n = reassemble(st, check, 1, SEND_SIZE, head)
+    report_diff(check, got, send_pattern())
+    log(f'{check}: {n} FPDUs, {SEND_SIZE} bytes: the Send carries pattern A throughout')
+
+
+def recv_writes(st):
+    check = 'ZC-02'
+    pause(st, check)
+
+    def head(u, n, off):
+        if len(u) < 14 or not u[0] & DDP_T or u[1] & 0x0f != OP_WRITE:
+            fail(f'{check}: FPDU {n} is not an RDMA Write: {u[:14].hex()}')
+        stag, to = struct.unpack('>IQ', u[2:14])
+        if stag != SINK_STAG or to != SINK_TO + off:
+            fail(f'{check}: FPDU {n}: STag {stag:#x} TO {to:#x}; '
+                 f'want STag {SINK_STAG:#x} TO {SINK_TO + off:#x}')
+        return u[14:]
+
+    got, n = reassemble(st, check, WRITES, WRITES * WRITE_SIZE, head)
     for i in range(WRITES):
-        report_diff(f'{check}: Write {i}', bytes(got[i * WRITE_SIZE:(i + 1) * WRITE_SIZE]),
+        report_diff(f'{check}: Write {i}', got[i * WRITE_SIZE:(i + 1) * WRITE_SIZE],
                     write_pattern(i))
     log(f'{check}: {n} FPDUs, {WRITES} Writes of {WRITE_SIZE} bytes: each carries '
         f'its buffer\'s pattern throughout')
