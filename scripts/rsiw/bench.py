@@ -129,6 +129,8 @@ class Pair:
                 f"RSIW_BENCH_TURNS=1 RSIW_BENCH_STATS={os.environ.get('RSIW_BENCH_STATS', '')} "
                 f"RSIW_BENCH_LAT_ITERS={os.environ.get('RSIW_BENCH_LAT_ITERS', '')} "
                 f"RSIW_BENCH_PT={shlex.quote(os.environ.get('RSIW_BENCH_PT', ''))} "
+                f"RSIW_BENCH_BW_ITERS={os.environ.get('RSIW_BENCH_BW_ITERS', '')} "
+                f"RSIW_BENCH_EVENTS={os.environ.get('RSIW_BENCH_EVENTS', '')} "
                 f"RSIW_BENCH_SCHED={shlex.quote(os.environ.get('RSIW_BENCH_SCHED', ''))} "
                 f"{cpu}/rsiw/guest/bench"]
         if kargs:

@@ -21,7 +21,9 @@
 # driver between turns (the ratio then compares runs of the same boot).
 # RSIW_BENCH_PT adds options to the perftest bandwidth tools on both sides,
 # e.g. "-Q 1" (a completion per message instead of per 100; perftest refuses
-# "-e" in the fixed-time runs the bench makes); RSIW_BENCH_STATS=1 keeps
+# "-e" in the fixed-time runs the bench makes); RSIW_BENCH_BW_ITERS=N runs
+# them for N iterations instead, RSIW_BENCH_EVENTS=1 so with "-e" for Read
+# and Send (no polling vCPU; scripts/rsiw/guest/bench); RSIW_BENCH_STATS=1 keeps
 # each guest's counters around each perftest run (scripts/rsiw/guest/bench);
 # RSIW_BENCH_SCHED sets scheduler features in every guest (e.g.
 # NO_RUN_TO_PARITY).
