@@ -59,7 +59,8 @@ use kernel::{
 };
 
 /// A Read Response segment's header: it must continue the oldest outstanding Read, into
-/// memory we may write. Returns where its payload goes (`None` without payload). Out of line:
+/// memory we may write. Returns where its payload goes (`None` without payload); `prev`: where
+/// the response's previous segment went (`MemTable::check_again`). Out of line:
 /// rare on the paths that must be short.
 #[inline(never)]
 pub(crate) fn read_response_segment(
@@ -68,6 +69,7 @@ pub(crate) fn read_response_segment(
     seg: &Segment,
     stag: u32,
     to: u64,
+    prev: Option<(u32, Placement)>,
 ) -> Result<Option<Placement>, RxError> {
     let len = u64::from(seg.payload_len);
     path.read_response(stag, to, seg.payload_len, seg.hdr.last)
@@ -78,7 +80,7 @@ pub(crate) fn read_response_segment(
     match qp
         .device()
         .mem()
-        .check(path.pd(), stag, Rights::LOCAL_WRITE, to, len)
+        .check_again(prev, stag, path.pd(), Rights::LOCAL_WRITE, to, len)
     {
         Ok(p) => Ok(Some(p)),
         Err(f) => {

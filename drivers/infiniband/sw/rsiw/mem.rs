@@ -871,6 +871,29 @@ impl MemTable {
         checked(mem, pd, stag, need, to, len)
     }
 
+    /// [`MemTable::check`] for the next segment of a message whose previous segment was
+    /// checked into `prev` (with the STag it names): for the same `stag`, the region `prev`
+    /// references is checked again without a lookup (and without touching its reference
+    /// count). Checked again means exactly as a lookup would: a region deregistered or
+    /// invalidated since is refused ([`Fault::InvalidStag`]), and rights, PD and bounds are
+    /// those of `[to, to + len)`. The one difference is an index that was deregistered and
+    /// registered again with the same key in between: refused here (the old region is
+    /// invalid), where a lookup would find the new one.
+    pub(crate) fn check_again(
+        &self,
+        prev: Option<(u32, Placement)>,
+        stag: u32,
+        pd: PdId,
+        need: Rights,
+        to: u64,
+        len: u64,
+    ) -> Result<Placement, Fault> {
+        match prev {
+            Some((s, p)) if s == stag => checked(p.mem, pd, stag, need, to, len),
+            _ => self.check(pd, stag, need, to, len),
+        }
+    }
+
     /// [`MemTable::check`] for a copy done within the RCU read-side critical section of `rcu`
     /// (one message's small payload): the region is borrowed, not referenced.
     pub(crate) fn check_in<'a>(
@@ -1089,6 +1112,78 @@ mod tests {
         assert_eq!(t.invalidate(pd, a.stag(), false), Err(Fault::Rights));
         assert_eq!(t.invalidate(pd, b.stag(), true), Err(Fault::InvalidStag));
         t.remove(&a);
+        Ok(())
+    }
+
+    /// The next segment of a message checked against the previous one's region: the same
+    /// answers as a lookup, rights, PD, bounds and validity included; another STag is looked
+    /// up; a region deregistered in between is refused.
+    #[test]
+    fn check_again() -> Result {
+        let t = MemTable::new()?;
+        let pd = PdId(0x40);
+        let a = t.add_dma_nocopy(pd, Rights::LOCAL_WRITE | Rights::REMOTE_WRITE)?;
+        let b = t.add_dma_nocopy(pd, Rights::LOCAL_WRITE)?;
+        let first = |s| {
+            t.check(pd, s, Rights::REMOTE_WRITE, 0x1000, 8)
+                .ok()
+                .map(|p| (s, p))
+        };
+        let p = t
+            .check_again(
+                first(a.stag()),
+                a.stag(),
+                pd,
+                Rights::REMOTE_WRITE,
+                0x1008,
+                8,
+            )
+            .map_err(|_| EINVAL)?;
+        assert!(core::ptr::eq(p.mem(), a.mem()));
+        assert_eq!(
+            t.check_again(first(a.stag()), a.stag(), pd, Rights::REMOTE_READ, 0, 1)
+                .err(),
+            Some(Fault::Rights)
+        );
+        assert_eq!(
+            t.check_again(
+                first(a.stag()),
+                a.stag(),
+                PdId(0x80),
+                Rights::LOCAL_WRITE,
+                0,
+                1
+            )
+            .err(),
+            Some(Fault::Pd)
+        );
+        // Another STag, even with the previous region at hand, is looked up.
+        let q = t
+            .check_again(Some((a.stag(), p)), b.stag(), pd, Rights::LOCAL_WRITE, 0, 1)
+            .map_err(|_| EINVAL)?;
+        assert!(core::ptr::eq(q.mem(), b.mem()));
+        assert_eq!(
+            t.check_again(
+                Some((b.stag(), q)),
+                b.stag(),
+                pd,
+                Rights::REMOTE_WRITE,
+                0,
+                1
+            )
+            .err(),
+            Some(Fault::Rights)
+        );
+        // Deregistered after the previous segment: refused, as by a lookup.
+        let p = first(a.stag());
+        assert!(p.is_some());
+        t.remove(&a);
+        assert_eq!(
+            t.check_again(p, a.stag(), pd, Rights::REMOTE_WRITE, 0x1008, 8)
+                .err(),
+            Some(Fault::InvalidStag)
+        );
+        t.remove(&b);
         Ok(())
     }
 

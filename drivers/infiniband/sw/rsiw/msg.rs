@@ -33,8 +33,10 @@ pub(crate) enum Src {
     Inline([u8; MAX_INLINE], usize),
     /// The SGEs of a send queue element, checked once when the message starts.
     Sgl([Option<Placement>; NUM_SGE], [u64; NUM_SGE], usize),
-    /// Our memory, read by the peer (Read Response): STag and TO, checked per FPDU.
-    Remote(u32, u64),
+    /// Our memory, read by the peer (Read Response): STag and TO, checked per FPDU; the
+    /// previous FPDU's check, whose region the next one is checked against again
+    /// (`MemTable::check_again`).
+    Remote(u32, u64, Option<Placement>),
 }
 
 /// What to do once the last FPDU of a message is handed to TCP.
@@ -190,8 +192,8 @@ impl Outgoing {
     }
 
     /// The message being sent and its payload source.
-    pub(crate) fn current(&mut self) -> Option<(&mut TxMsg, &Src)> {
-        self.cur.as_mut().map(|m| (m, &self.src))
+    pub(crate) fn current(&mut self) -> Option<(&mut TxMsg, &mut Src)> {
+        self.cur.as_mut().map(|m| (m, &mut self.src))
     }
 
     /// Changes what the end of the message being sent does.

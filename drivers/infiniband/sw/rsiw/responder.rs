@@ -482,7 +482,7 @@ pub(crate) fn response(req: &InRequest, msn: Option<u32>) -> Option<TxMessage> {
 /// (checked per FPDU), the Verify's digest, or nothing.
 fn response_src(req: &InRequest) -> Src {
     match *req {
-        InRequest::Read(r) => Src::Remote(r.src_stag, r.src_to),
+        InRequest::Read(r) => Src::Remote(r.src_stag, r.src_to, None),
         InRequest::Verify { digest } => {
             let mut data = [0u8; MAX_INLINE];
             if let Some(d) = data.get_mut(..VERIFY_DIGEST_LEN) {

@@ -143,8 +143,8 @@ fn role(op: Opcode) -> Role {
 enum Target {
     /// Nowhere (no payload).
     None,
-    /// A checked tagged buffer.
-    Tagged(Placement),
+    /// A checked tagged buffer, and the STag that names it.
+    Tagged(Placement, u32),
     /// The current receive, at the segment's MO.
     Recv(u32),
     /// The Hash Value of a Verify Request, collected here.
@@ -317,7 +317,11 @@ impl RxState {
         out: &mut RxOut,
     ) -> Result<(), RxError> {
         self.seg = Some(*seg);
-        self.target = Target::None;
+        // The region the previous segment of a tagged message went to ([`RxState::on_end`]).
+        let prev = match core::mem::replace(&mut self.target, Target::None) {
+            Target::Tagged(p, s) => Some((s, p)),
+            _ => None,
+        };
         if seg.hdr.opcode != Opcode::Terminate {
             if let Some(offered) = self.rtr.take() {
                 // Peer-to-peer: the initiator's first FPDU is its RTR. Anything else (a ULP
@@ -338,14 +342,14 @@ impl RxState {
                         return Err(write_fault(Fault::Rights));
                     }
                     let p = (qp.device().mem())
-                        .check(path.pd(), stag, Rights::REMOTE_WRITE, to, len)
+                        .check_again(prev, stag, path.pd(), Rights::REMOTE_WRITE, to, len)
                         .map_err(write_fault)?;
-                    self.target = Target::Tagged(p);
+                    self.target = Target::Tagged(p, stag);
                 }
             }
             (Role::ReadResponse, WirePlacement::Tagged { stag, to }) => {
-                if let Some(p) = completer::read_response_segment(path, qp, seg, stag, to)? {
-                    self.target = Target::Tagged(p);
+                if let Some(p) = completer::read_response_segment(path, qp, seg, stag, to, prev)? {
+                    self.target = Target::Tagged(p, stag);
                 }
             }
             (Role::Send, WirePlacement::Untagged { qn: QN_SEND, .. })
@@ -433,7 +437,7 @@ impl RxState {
         match &mut self.target {
             Target::None => Ok(()),
             Target::Hash(h) => h.put(off, src, n),
-            Target::Tagged(p) => p
+            Target::Tagged(p, _) => p
                 .put(u64::from(off), src, 0, n)
                 .map_err(|_| Fail::place().into()),
             Target::Recv(mo) => self.recv.place(*mo, off, src, n),
@@ -505,6 +509,13 @@ impl RxState {
         self.seg = None;
         let hash = match core::mem::replace(&mut self.target, Target::None) {
             Target::Hash(h) => Some(h),
+            // The next segment of the message most likely goes to the same region: kept for
+            // its check (`MemTable::check_again`), which then needs no lookup. Not beyond the
+            // message.
+            Target::Tagged(p, s) if !hdr.last => {
+                self.target = Target::Tagged(p, s);
+                None
+            }
             _ => None,
         };
         if !self.first_done && hdr.opcode != Opcode::Terminate {

@@ -1024,7 +1024,7 @@ fn failed(path: &Path, done: Done, st: u16) -> Option<SqCompletion> {
 }
 
 /// Appends one FPDU to the batch: header, payload, pad and CRC.
-fn fpdu(b: &mut Batch, path: &Path, mem: &MemTable, plan: &FpduPlan, src: &Src) -> Result {
+fn fpdu(b: &mut Batch, path: &Path, mem: &MemTable, plan: &FpduPlan, src: &mut Src) -> Result {
     let n = plan.payload_len as usize;
     let total = fpdu_len(usize::from(plan.ulpdu_len));
     // A small FPDU is copied whole (its payload is below `COPY_BREAK`): staged in one piece.
@@ -1062,13 +1062,21 @@ fn fpdu(b: &mut Batch, path: &Path, mem: &MemTable, plan: &FpduPlan, src: &Src) 
                 return Err(EINVAL);
             }
         }
-        Src::Remote(stag, to) => {
+        Src::Remote(stag, to, prev) => {
             if n > 0 {
                 let to = to.checked_add(off).ok_or(EINVAL)?;
                 let p = mem
-                    .check(path.pd(), *stag, Rights::REMOTE_READ, to, n as u64)
+                    .check_again(
+                        prev.take().map(|p| (*stag, p)),
+                        *stag,
+                        path.pd(),
+                        Rights::REMOTE_READ,
+                        to,
+                        n as u64,
+                    )
                     .map_err(|_| EINVAL)?;
                 payload(b, &p, 0, n, by_ref, &mut crc)?;
+                *prev = Some(p);
             }
         }
     }
