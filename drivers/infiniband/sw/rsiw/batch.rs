@@ -341,7 +341,18 @@ impl Batch {
     /// Allocates the staging pages up to page `i` if needed: `ENOSPC` at or beyond
     /// `max_pages`, `ENOMEM` (and [`Batch::take_nomem`] tells) if an allocation fails. Never
     /// waits for IO (see the module's documentation).
+    #[inline]
     fn grow(&mut self, i: usize) -> Result {
+        // Page `i` is there (then `i < max_pages`): every header and trailer but a batch's
+        // first few.
+        if i < self.stage.len() {
+            return Ok(());
+        }
+        self.grow_pages(i)
+    }
+
+    #[inline(never)]
+    fn grow_pages(&mut self, i: usize) -> Result {
         if i >= self.max_pages {
             return Err(ENOSPC);
         }
@@ -369,7 +380,24 @@ impl Batch {
 
     /// Appends a copy of `data`.
     pub(crate) fn stage(&mut self, data: &[u8]) -> Result {
-        self.stage_with(data.len(), |chunk, at| {
+        let (n, sp, so) = (data.len(), self.sp, self.so);
+        // A header or a trailer: in the current page, in one piece.
+        if n > 0 && so.saturating_add(n) <= PAGE_SIZE && sp < self.stage.len() {
+            let page = self.stage.get_mut(sp).ok_or(ENOSPC)?;
+            page.with_slice_mut(so, n, |s| {
+                for (d, b) in s.iter_mut().zip(data) {
+                    *d = *b;
+                }
+            })?;
+            self.add(Seg::Stage {
+                page: sp,
+                off: so,
+                len: n,
+            })?;
+            self.so = so + n;
+            return Ok(());
+        }
+        self.stage_with(n, |chunk, at| {
             let src = data.get(at..at.saturating_add(chunk.len())).ok_or(EINVAL)?;
             for (d, s) in chunk.iter_mut().zip(src) {
                 *d = *s;
