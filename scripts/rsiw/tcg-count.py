@@ -351,7 +351,9 @@ def run(args):
     log = out / "console-b.log"
     t0 = time.time()
     started = None
-    pat = re.compile(r"b: " + re.escape(args.test) + r": client")
+    # The bench's "tcp" test is iperf3, which it logs as such.
+    name = "iperf3" if args.test == "tcp" else args.test
+    pat = re.compile(r"b: " + re.escape(name) + r": client")
     while vm.poll() is None:
         time.sleep(0.5)
         if started is None and log.exists() and pat.search(log.read_text(errors="replace")):

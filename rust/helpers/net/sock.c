@@ -7,6 +7,43 @@
 
 #ifdef CONFIG_INET
 
+__rust_helper unsigned int rust_helper_skb_headlen(const struct sk_buff *skb)
+{
+	return skb_headlen(skb);
+}
+
+__rust_helper bool rust_helper_skb_frags_readable(const struct sk_buff *skb)
+{
+	return skb_frags_readable(skb);
+}
+
+__rust_helper struct skb_shared_info *rust_helper_skb_shinfo(const struct sk_buff *skb)
+{
+	return skb_shinfo(skb);
+}
+
+__rust_helper struct page *rust_helper_skb_frag_page(const skb_frag_t *frag)
+{
+	return skb_frag_page(frag);
+}
+
+__rust_helper bool rust_helper_skb_has_frag_list(const struct sk_buff *skb)
+{
+	return skb_has_frag_list(skb);
+}
+
+__rust_helper unsigned char *rust_helper_skb_data(const struct sk_buff *skb)
+{
+	return skb->data;
+}
+
+/* The skb of @skb's fragment list after @iter, the first if @iter is NULL (skb_walk_frags()). */
+__rust_helper struct sk_buff *rust_helper_skb_walk_frags_next(const struct sk_buff *skb,
+							      const struct sk_buff *iter)
+{
+	return iter ? iter->next : skb_shinfo(skb)->frag_list;
+}
+
 __rust_helper void rust_helper_lock_sock(struct sock *sk)
 {
 	lock_sock(sk);

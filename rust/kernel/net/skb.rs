@@ -21,6 +21,7 @@ use crate::{
     prelude::*, //
 };
 use core::{
+    cell::Cell,
     marker::PhantomData,
     ptr::NonNull, //
 };
@@ -34,7 +35,85 @@ pub struct SkbData<'a> {
     skb: NonNull<bindings::sk_buff>,
     offset: u32,
     len: usize,
+    /// Where the last copy ended ([`SkbData::copy_parts`]).
+    cursor: Cell<Cursor>,
     _p: PhantomData<&'a bindings::sk_buff>,
+}
+
+/// The length of the array `_` points to.
+fn array_len<T, const N: usize>(_: *const [T; N]) -> usize {
+    N
+}
+
+/// A position in an skb's data ([`SkbData::copy_parts`]): `unit` (the skb or an skb of its
+/// fragment list; null: none yet) holds its bytes from byte `start` of the skb on, and its
+/// page fragment `frag` from byte `fstart` on.
+#[derive(Clone, Copy)]
+struct Cursor {
+    unit: *mut bindings::sk_buff,
+    start: u32,
+    frag: u32,
+    fstart: u32,
+}
+
+impl Cursor {
+    /// The start of `skb`.
+    ///
+    /// # Safety
+    ///
+    /// `skb` is a valid `sk_buff`.
+    unsafe fn first(skb: *mut bindings::sk_buff) -> Self {
+        // SAFETY: Per the safety requirements.
+        unsafe { Self::at(skb, 0) }
+    }
+
+    /// The start of `unit`, which holds bytes from byte `start` of its skb on.
+    ///
+    /// # Safety
+    ///
+    /// `unit` is a valid `sk_buff`.
+    unsafe fn at(unit: *mut bindings::sk_buff, start: u32) -> Self {
+        // SAFETY: Per the safety requirements.
+        let head = unsafe { bindings::skb_headlen(unit) };
+        Self {
+            unit,
+            start,
+            frag: 0,
+            fstart: start.saturating_add(head),
+        }
+    }
+}
+
+/// Copies `k` bytes from byte `at` of the page fragment `f` to `dst`, page by page (as
+/// `skb_frag_foreach_page()`); false, with nothing copied, if it is not a page.
+///
+/// # Safety
+///
+/// `f` is a valid descriptor of a readable fragment of a valid skb, holding at least `at + k`
+/// bytes; `dst` is valid for writes of `k` bytes and is not memory of the skb.
+unsafe fn copy_frag(f: *const bindings::skb_frag_t, at: u32, dst: *mut u8, k: u32) -> bool {
+    // SAFETY: Per the safety requirements.
+    let first = unsafe { bindings::skb_frag_page(f) };
+    if first.is_null() {
+        return false;
+    }
+    let (mut at, mut k, mut done) = (at as usize, k as usize, 0usize);
+    while k > 0 {
+        let in_page = at % PAGE_SIZE;
+        let c = k.min(PAGE_SIZE - in_page);
+        // SAFETY: Byte `at` of the fragment's memory is in page `at / PAGE_SIZE` of it (a
+        // compound page if it spans several), which the skb holds a reference on.
+        let page = unsafe { first.add(at / PAGE_SIZE) };
+        // SAFETY: A page of the fragment, see above.
+        let va = unsafe { bindings::kmap_local_page(page) }.cast::<u8>();
+        // SAFETY: `va` maps the whole page and `in_page + c <= PAGE_SIZE`; `dst` is valid for
+        // `k` bytes from `done` on and does not overlap the page (caller).
+        unsafe { core::ptr::copy_nonoverlapping(va.add(in_page), dst.add(done), c) };
+        // SAFETY: `va` was mapped just above, and nothing mapped since is still mapped.
+        unsafe { bindings::kunmap_local(va.cast()) };
+        (at, k, done) = (at + c, k - c, done + c);
+    }
+    true
 }
 
 impl<'a> SkbData<'a> {
@@ -53,6 +132,12 @@ impl<'a> SkbData<'a> {
             skb,
             offset,
             len,
+            cursor: Cell::new(Cursor {
+                unit: core::ptr::null_mut(),
+                start: 0,
+                frag: 0,
+                fstart: 0,
+            }),
             _p: PhantomData,
         }
     }
@@ -105,9 +190,134 @@ impl<'a> SkbData<'a> {
         // `self.offset + self.len` fits in the skb's `u32` length (invariant), so these fit.
         let off = c_int::try_from(self.offset as usize + offset).map_err(|_| EINVAL)?;
         let n = c_int::try_from(len).map_err(|_| EINVAL)?;
+        // SAFETY: `[off, off + n)` is inside the skb (above) and `dst` is valid for `n` bytes
+        // (caller).
+        let done = unsafe { self.copy_parts(off as u32, dst, n as u32) };
+        if done == n as u32 {
+            return Ok(());
+        }
         // SAFETY: The skb is valid (invariant) and holds `self.offset + self.len >= off + n`
-        // bytes; `dst` is valid for `len` bytes (caller).
-        to_result(unsafe { bindings::skb_copy_bits(self.skb.as_ptr(), off, dst.cast(), n) })
+        // bytes; `dst` is valid for `len` bytes (caller), so for the `n - done` after `done`.
+        to_result(unsafe {
+            bindings::skb_copy_bits(
+                self.skb.as_ptr(),
+                off + done as c_int,
+                dst.add(done as usize).cast(),
+                n - done as c_int,
+            )
+        })
+    }
+
+    /// Copies skb bytes `[off, off + n)` to `dst`, in order, as far as they lie in memory this
+    /// can read: the linear parts and page fragments of the skb and of the skbs of its
+    /// fragment list; returns how many it copied (`n`, or fewer for `skb_copy_bits()` to copy
+    /// the rest: a nested fragment list, fragments not in host memory).
+    ///
+    /// `skb_copy_bits()` walks the skb from its start on every call. A read actor copies an
+    /// skb in order, piece by piece (rsiw: the header of each FPDU to the stack, its payload
+    /// page by page to its destination), and a GRO skb chains up to 64 KiB of segments as
+    /// fragments or as a fragment list: every piece walked past half of them on average.
+    /// This starts where the previous copy ended (`cursor`).
+    ///
+    /// # Safety
+    ///
+    /// `[off, off + n)` is inside the skb and `dst` is valid for writes of `n` bytes, not
+    /// accessed through a Rust reference during the call.
+    unsafe fn copy_parts(&self, off: u32, dst: *mut u8, n: u32) -> u32 {
+        let top = self.skb.as_ptr();
+        let end = off.saturating_add(n);
+        let mut c = self.cursor.get();
+        if c.unit.is_null() || off < c.start {
+            // SAFETY: `top` is valid for `'a` (invariant).
+            c = unsafe { Cursor::first(top) };
+        }
+        let mut pos = off;
+        loop {
+            let u = c.unit;
+            // SAFETY: `u` is `top` or an skb of its fragment list, valid as long as `top` is.
+            let (head, readable, nested, data) = unsafe {
+                (
+                    bindings::skb_headlen(u),
+                    bindings::skb_frags_readable(u),
+                    u != top && bindings::skb_has_frag_list(u),
+                    bindings::skb_data(u),
+                )
+            };
+            if !readable || nested {
+                break;
+            }
+            let fstart = c.start.saturating_add(head);
+            if pos < fstart {
+                // In the linear part.
+                let k = end.min(fstart) - pos;
+                // SAFETY: The linear part holds `head` bytes at `data`, of which these `k`
+                // start at `pos - c.start`; `dst` is valid for the `n` bytes from `off` and
+                // is not skb memory (caller).
+                unsafe {
+                    core::ptr::copy_nonoverlapping(
+                        data.add((pos - c.start) as usize),
+                        dst.add((pos - off) as usize),
+                        k as usize,
+                    )
+                };
+                pos += k;
+                (c.frag, c.fstart) = (0, fstart);
+            } else if pos < c.fstart {
+                // Before the fragment the cursor is at: from the first.
+                (c.frag, c.fstart) = (0, fstart);
+            }
+            // SAFETY: `u` is valid (above), and so is its shared info. Its fragments (count and
+            // descriptors) do not change while the skb is queued and read; they are read
+            // through raw pointers, as other fields of the shared info may change meanwhile.
+            let sh = unsafe { bindings::skb_shinfo(u) };
+            // SAFETY: As above.
+            let frags = unsafe { core::ptr::addr_of!((*sh).frags) };
+            // SAFETY: As above.
+            let nr = u32::from(unsafe { (*sh).nr_frags }).min(array_len(frags) as u32);
+            let frags = frags.cast::<bindings::skb_frag_t>();
+            while pos < end && c.frag < nr {
+                // SAFETY: `c.frag < nr`, inside the array (above).
+                let f = unsafe { frags.add(c.frag as usize) };
+                // SAFETY: `f` points to a fragment descriptor (above).
+                let (flen, foff) = unsafe { ((*f).len, (*f).offset) };
+                let fend = c.fstart.saturating_add(flen);
+                if pos < fend {
+                    // SAFETY: `f` is a descriptor of readable fragments (above): a page
+                    // (compound if the fragment spans several), held by the skb.
+                    if unsafe {
+                        !copy_frag(
+                            f,
+                            foff + (pos - c.fstart),
+                            dst.add((pos - off) as usize),
+                            end.min(fend) - pos,
+                        )
+                    } {
+                        return pos - off;
+                    }
+                    pos = end.min(fend);
+                }
+                if pos < end {
+                    (c.frag, c.fstart) = (c.frag + 1, fend);
+                }
+            }
+            self.cursor.set(c);
+            if pos >= end {
+                break;
+            }
+            // The next skb of the fragment list, which starts where this one's bytes end.
+            let ustart = c.fstart;
+            // SAFETY: `top` is valid, and so is its fragment list, of which `u` is a member
+            // unless it is `top`.
+            let next = unsafe {
+                bindings::skb_walk_frags_next(top, if u == top { core::ptr::null_mut() } else { u })
+            };
+            if next.is_null() {
+                break;
+            }
+            // SAFETY: A member of `top`'s fragment list.
+            c = unsafe { Cursor::at(next, ustart) };
+        }
+        pos - off
     }
 
     /// Updates the CRC-32C register `crc` over the `len` bytes starting at `offset`
