@@ -26,11 +26,15 @@ mangled name contains PART, e.g. rsiw:4Conn7tx_pass).
   scripts/rsiw/tcg-count.py run --driver rsiw [--test ib_send_lat-2] [--out DIR]
                                 [--no-count] [--base OTHER_DIR] [--secs S]
   scripts/rsiw/tcg-count.py show DIR [--role a|b] [--top 40] [--base OTHER_DIR]
+                                [--per b:start_xmit]
   scripts/rsiw/tcg-count.py timeline DIR
 
 A bandwidth test runs for --secs seconds (perftest -D; e.g. --test
-ib_read_bw-4096 --secs 40); its counts are per segment received too: the
-trace's ib_uverbs_post_send events in the window are the messages posted.
+ib_read_bw-4096 --secs 40); its counts are per segment received too (a GRO
+skb of many segments): '--per b:start_xmit' divides by the segments VM b
+sent in the window instead (one FPDU each with one-segment FPDUs),
+'--per b:ib_uverbs_post_send' by the messages posted. '--test tcp' counts
+iperf3, the bench's reference.
 
 '--base' compares two runs function by function (siw and rsiw, or main and
 a branch). Each run keeps its System.map and modules, so 'show' still
@@ -225,15 +229,39 @@ def group(s: str) -> str:
     return "kernel"
 
 
+def events(d: Path, name: str) -> int:
+    """Calls of the traced function NAME ("a:start_xmit") in the counting window."""
+    names = (d / "trace-names").read_text().split() if (d / "trace-names").exists() else TRACE
+    role, _, sym = name.partition(":")
+    if sym not in names:
+        sys.exit(f"{sym} is not traced in {d} (traced: {', '.join(names)})")
+    idx = str(names.index(sym))
+    w0, w1 = (int(x) for x in (d / "window").read_text().split())
+    n = 0
+    for line in (d / f"trace-{role}").read_text().split("\n"):
+        f = line.split()
+        if len(f) == 2 and f[1] == idx and w0 <= int(f[0]) <= w1:
+            n += 1
+    return n
+
+
 def show(args):
     d = Path(args.dir)
     fn, rt, user, ends = window(d, args.role)
     base = None
     if args.base:
         base = window(Path(args.base), args.role)
+    unit = "segment received"
+    if args.per:
+        # Per call of a traced function instead (a bandwidth test: "b:start_xmit", the segments
+        # VM b sent, one FPDU each with one-segment FPDUs; "b:ib_uverbs_post_send", the
+        # messages posted).
+        rt, unit = events(d, args.per), args.per
+        if base:
+            base = (base[0], events(Path(args.base), args.per), *base[2:])
     if not rt:
-        sys.exit("no tcp_v4_rcv/tcp_v6_rcv calls in the window")
-    print(f"{d}, VM {args.role}: {rt} segments received in the window; per segment:")
+        sys.exit(f"no {unit} in the window")
+    print(f"{d}, VM {args.role}: {rt} x {unit} in the window; per {unit}:")
     groups: dict[str, list[int]] = {}
     for s, v in fn.items():
         g = groups.setdefault(group(s), [0, 0, 0])
@@ -472,6 +500,8 @@ def main():
     p.add_argument("--base")
     p.add_argument("--width", type=int, default=60)
     p.add_argument("--role", default="b", help="the VM to show, a or b")
+    p.add_argument("--per", help="divide by the calls of a traced function in the window "
+                   "(ROLE:NAME, e.g. b:start_xmit) instead of the segments received")
     p.add_argument("--by-access", action="store_true",
                    help="order functions by data accesses (runs with --tlb)")
     p.add_argument("--tlb", action="store_true",
@@ -484,6 +514,8 @@ def main():
     p.add_argument("--base")
     p.add_argument("--width", type=int, default=60)
     p.add_argument("--role", default="b", help="the VM to show, a or b")
+    p.add_argument("--per", help="divide by the calls of a traced function in the window "
+                   "(ROLE:NAME, e.g. b:start_xmit) instead of the segments received")
     p.add_argument("--by-access", action="store_true",
                    help="order functions by data accesses (runs with --tlb)")
     p = sub.add_parser("timeline")
