@@ -77,6 +77,33 @@ fn stream(n: u32, write: bool) -> Vec<u8> {
     out
 }
 
+/// `n` Writes of `len` bytes, one FPDU per TCP segment of `mss` bytes (the kernel TX path's
+/// default FPDUs): the stream a bandwidth test receives.
+fn bulk_stream(n: u32, len: u32, mss: u16) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let msg = TxMessage {
+            opcode: Opcode::Write,
+            placement: Placement::Tagged {
+                stag: 0x1234_5600,
+                to: 0x7f00_0000_0000 + u64::from(i) * u64::from(len),
+            },
+            body: Body::None,
+            payload_len: len,
+        };
+        let mut s = Segmenter::new(msg, mss).expect("segmenter");
+        while let Some(p) = s.next_fpdu() {
+            out.extend_from_slice(p.header());
+            let k = p.payload_len as usize;
+            out.resize(out.len() + k, 0x5a);
+            let c = p.crc(&NoCrc, false);
+            let (t, k) = c.trailer();
+            out.extend_from_slice(&t[..k]);
+        }
+    }
+    out
+}
+
 /// One message per "skb", as a 2-byte ping-pong receives them.
 fn process(p: &mut RxParser<NoCrc>, skb: &[u8]) -> usize {
     let mut pos = 0;
@@ -96,6 +123,13 @@ fn process(p: &mut RxParser<NoCrc>, skb: &[u8]) -> usize {
         stage[..n].copy_from_slice(&skb[pos..pos + n]);
         let mut used = 0;
         while used < n && p.payload_remaining() == 0 {
+            // As the kernel: a whole FPDU in the copy is taken in one step.
+            if let Some((c, seg, data)) = p.feed_whole(&stage[used..n]) {
+                black_box((&seg, data));
+                placed += data.len();
+                used += c;
+                continue;
+            }
             let (c, ev) = p.feed(&stage[used..n]);
             used += c;
             match black_box(&ev) {
@@ -138,6 +172,18 @@ fn main() {
     let mode = args.next();
     if let Some(m) = mode.as_deref().and_then(|m| m.strip_prefix("tx-")) {
         tx(n, m == "write");
+        return;
+    }
+    if mode.as_deref() == Some("bulk") {
+        // 64 KiB Writes in FPDUs of one 1448-byte segment, received in 64 KiB GRO skbs.
+        let s = bulk_stream(n, 65536, 1448 - 6);
+        let mut p = RxParser::new(RxConfig::default(), NoCrc);
+        let mut placed = 0;
+        for m in s.chunks(65536) {
+            placed += process(&mut p, black_box(m));
+        }
+        assert_eq!(placed, 65536 * n as usize);
+        println!("{n} messages of 64 KiB, {} bytes", s.len());
         return;
     }
     let write = mode.as_deref() == Some("write");

@@ -489,14 +489,16 @@ proptest! {
         prop_assert_eq!(whole.2, term);
     }
 
-    /// The decoder `feed_whole` uses for Write and Send headers gives what the general one
-    /// gives, for headers with bytes of the length field, control bytes and DDP fields
-    /// changed, and whatever the configuration (MPA CRC off, so that a changed header is
-    /// decoded; RFC 7306 and commit opcodes on or off; a small MULPDU bound) (DDP-01,
-    /// DDP-02, DDP-03, DDP-04, RDMAP-01, RDMAP-02, RDMAP-03).
+    /// The decoder `feed` and `feed_whole` use for Write, Read Response and Send headers
+    /// gives what the general one gives (the reference: the stream fed byte by byte, so that
+    /// no header is ever whole in the input), for headers with bytes of the length field,
+    /// control bytes and DDP fields changed, and whatever the configuration (MPA CRC off, so
+    /// that a changed header is decoded; RFC 7306 and commit opcodes on or off; a small
+    /// MULPDU bound) (DDP-01, DDP-02, DDP-03, DDP-04, RDMAP-01, RDMAP-02, RDMAP-03).
     #[test]
     fn ddp_01_prop_quick_header_same_as_feed(
         tagged in any::<bool>(),
+        read_response in any::<bool>(),
         op in 3u8..=6,
         stag in any::<u32>(),
         to in any::<u64>(),
@@ -509,7 +511,8 @@ proptest! {
         chunks in prop::collection::vec(1usize..80, 1..4),
     ) {
         let (m, p) = if tagged {
-            (msg(Opcode::Write, Placement::Tagged { stag, to }, Body::None, n as u32), vec![0x5A; n])
+            let op = if read_response { Opcode::ReadResponse } else { Opcode::Write };
+            (msg(op, Placement::Tagged { stag, to }, Body::None, n as u32), vec![0x5A; n])
         } else {
             let op = Opcode::from_u8(op).unwrap();
             let inv_stag = if op.has_invalidate() { stag } else { 0 };
@@ -523,8 +526,12 @@ proptest! {
             b[at] ^= x;
         }
         let cfg = RxConfig { crc: false, rfc7306, commit, max_ulpdu, siw_terminate: false };
-        let (evs, err) = parse_chunked(cfg, &b, &chunks);
-        let term = trace(cfg, &b, 0).1;
+        let (evs, err) = parse_chunked(cfg, &b, &[1]);
+        let term = trace(cfg, &b, 1).1;
+        let chunked = parse_chunked(cfg, &b, &chunks);
+        prop_assert_eq!(&chunked.0, &evs);
+        prop_assert_eq!(chunked.1, err);
+        prop_assert_eq!(trace(cfg, &b, 0).1, term);
         let whole = parse_chunked_whole(cfg, &b, &[b.len()]);
         prop_assert_eq!(&whole.0, &evs);
         prop_assert_eq!(whole.1, err);

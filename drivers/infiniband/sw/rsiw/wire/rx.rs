@@ -556,9 +556,9 @@ impl<C: Crc32c> RxParser<C> {
         Some((seg, need))
     }
 
-    /// [`RxParser::whole_header`] for the headers of a latency-bound exchange: a Write or a
-    /// Send variant (no fixed RDMAP header), decoded from the first [`QUICK_HDR`] bytes of
-    /// `h` with the checks of the general path for these opcodes. `None` for anything else,
+    /// [`RxParser::whole_header`] for the headers of data messages: a Write, a Read Response
+    /// or a Send variant (no fixed RDMAP header), decoded from the first [`QUICK_HDR`] bytes
+    /// of `h` with the checks of the general path for these opcodes. `None` for anything else,
     /// which the general path then takes (and reports if it is bad); where both give a
     /// segment, it is the same (`quick_header_matches` in the tests).
     #[inline(always)]
@@ -576,14 +576,15 @@ impl<C: Crc32c> RxParser<C> {
         };
         let word = |i: usize| be32(&f, i);
         let (opcode, placement, hl) = match (c1 & mask, c0 & DDP_T != 0) {
-            (0x0, true) => {
+            (op @ (0x0 | 0x2), true) => {
                 let to = u64::from(word(4)?) << 32 | u64::from(word(8)?);
                 let stag = word(0)?;
-                (
-                    Opcode::Write,
-                    Placement::Tagged { stag, to },
-                    TAGGED_HDR_LEN,
-                )
+                let opcode = if op == 0x0 {
+                    Opcode::Write
+                } else {
+                    Opcode::ReadResponse
+                };
+                (opcode, Placement::Tagged { stag, to }, TAGGED_HDR_LEN)
             }
             (op @ 0x3..=0x6, false) => {
                 let opcode = Opcode::from_u8(op)?;
@@ -666,6 +667,12 @@ impl<C: Crc32c> RxParser<C> {
         if self.stage != Stage::Header || !(self.ended || self.have == 0) {
             return None;
         }
+        // An FPDU longer than the input (a bulk transfer's, whose header alone was copied) is
+        // not decoded here: `feed` takes it.
+        let ulpdu = usize::from(be16(input, 0)?);
+        if input.len() < ulpdu.saturating_add(LEN_LEN + CRC_LEN) {
+            return None;
+        }
         let (seg, need) = match self.quick_header(input) {
             Some(q) => q,
             None => self.whole_header(input)?,
@@ -727,10 +734,15 @@ impl<C: Crc32c> RxParser<C> {
                     }
                     if self.have == 0 {
                         // Fast path: the whole header is in the input. Validated in place
-                        // and copied once; anything else (a short or a bad header) takes
-                        // the step-by-step path below, which reports errors.
+                        // (a data message's by the quick decoder) and copied once; anything
+                        // else (a short or a bad header) takes the step-by-step path below,
+                        // which reports errors.
                         let rest = input.get(used..).unwrap_or(&[]);
-                        if let Some((seg, need)) = self.whole_header(rest) {
+                        let quick = match self.quick_header(rest) {
+                            Some(q) => Some(q),
+                            None => self.whole_header(rest),
+                        };
+                        if let Some((seg, need)) = quick {
                             if let Some(have) =
                                 rest.get(..need).and_then(|b| fill(&mut self.hdr, 0, b))
                             {
