@@ -244,11 +244,13 @@ fn check_roundtrip(m: TxMessage, p: &[u8], mulpdu: u16, crc: bool) {
 }
 
 /// As `parse_chunked`, but every step first offers the input to `feed_whole` (the kernel RX
-/// path for small FPDUs); also returns the Terminate the parser would send.
+/// path for small FPDUs), and with `skip` a trailer to `skip_trailer` (the kernel RX path
+/// without CRC); also returns the Terminate the parser would send.
 fn parse_chunked_whole(
     cfg: RxConfig,
     bytes: &[u8],
     chunks: &[usize],
+    skip: bool,
 ) -> (Vec<Ev>, Option<RxError>, Option<Terminate>) {
     let mut p = RxParser::new(cfg, SoftCrc32c);
     let mut evs: Vec<Ev> = Vec::new();
@@ -261,6 +263,14 @@ fn parse_chunked_whole(
         let mut chunk = &bytes[off..end];
         off = end;
         loop {
+            if skip {
+                if let Some(n) = p.skip_trailer(chunk.len()) {
+                    assert!(!cfg.crc && (1..=7).contains(&n) && n <= chunk.len());
+                    chunk = &chunk[n..];
+                    evs.push(Ev::End);
+                    continue;
+                }
+            }
             if let Some((used, seg, data)) = p.feed_whole(chunk) {
                 assert!(used <= chunk.len());
                 chunk = &chunk[used..];
@@ -461,14 +471,16 @@ proptest! {
         prop_assert_eq!(run(true, 0xEE), run(true, 0));
     }
 
-    /// Whole small FPDUs taken in one step (`feed_whole`, the kernel RX path) give the
-    /// events, the error and the Terminate of feeding byte by byte, whatever the chunking,
-    /// with a byte of the stream possibly corrupted (MPA-26, MPA-07, DDP-11).
+    /// Whole small FPDUs taken in one step (`feed_whole`, the kernel RX path), and trailers
+    /// skipped unread without CRC (`skip_trailer`, likewise), give the events, the error and
+    /// the Terminate of feeding byte by byte, whatever the chunking, with a byte of the
+    /// stream possibly corrupted (MPA-26, MPA-05, MPA-07, DDP-11).
     #[test]
     fn mpa_26_prop_feed_whole_same_as_feed(
         msgs in prop::collection::vec(message(), 1..6),
         chunks in prop::collection::vec(1usize..300, 1..8),
         crc in any::<bool>(),
+        skip in any::<bool>(),
         flip in prop::option::of((any::<prop::sample::Index>(), 1u8..=255)),
         mulpdu in 100u16..600,
     ) {
@@ -483,7 +495,7 @@ proptest! {
         let (evs, err) = parse_chunked(cfg_all(crc), &b, &chunks);
         // The reference Terminate: fed step by step up to the error.
         let term = trace(cfg_all(crc), &b, 0).1;
-        let whole = parse_chunked_whole(cfg_all(crc), &b, &chunks);
+        let whole = parse_chunked_whole(cfg_all(crc), &b, &chunks, skip);
         prop_assert_eq!(&whole.0, &evs);
         prop_assert_eq!(whole.1, err);
         prop_assert_eq!(whole.2, term);
@@ -532,7 +544,7 @@ proptest! {
         prop_assert_eq!(&chunked.0, &evs);
         prop_assert_eq!(chunked.1, err);
         prop_assert_eq!(trace(cfg, &b, 0).1, term);
-        let whole = parse_chunked_whole(cfg, &b, &[b.len()]);
+        let whole = parse_chunked_whole(cfg, &b, &[b.len()], true);
         prop_assert_eq!(&whole.0, &evs);
         prop_assert_eq!(whole.1, err);
         prop_assert_eq!(whole.2, term);

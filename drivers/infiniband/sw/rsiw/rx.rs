@@ -5,7 +5,8 @@
 //! It runs in the socket's `data_ready` callback as the read actor of `tcp_read_sock()`
 //! ([`RxState::chunk`], called by [`crate::conn::Conn`]). Header and trailer bytes are copied
 //! into a small stack buffer (up to [`HDR_BUF`] bytes at a time: the rest of a trailer and the
-//! next header in one copy) and go through the wire core's
+//! next header in one copy; without MPA CRC a trailer is skipped uncopied,
+//! [`RxParser::skip_trailer`]) and go through the wire core's
 //! [`RxParser`](crate::wire::rx::RxParser), which is fed only until a segment's payload
 //! starts. Payload is copied once, from the socket buffer straight into the target memory
 //! ([`Placement::put`]: the kmap'd pages of a user MR, the page list of a fast-registration
@@ -589,6 +590,14 @@ impl RxState {
                     return Err(local(pos));
                 }
                 pos += n;
+                continue;
+            }
+            if let Some(k) = self.parser.skip_trailer(left) {
+                // Without MPA CRC the pad and CRC field are not read (MPA-05): not copied
+                // either, and the header copy below starts at the next FPDU.
+                pos += k;
+                self.on_end(path, qp, out)
+                    .map_err(|e| (pos, self.fail(e)))?;
                 continue;
             }
             if self.parser.want() == 0 {

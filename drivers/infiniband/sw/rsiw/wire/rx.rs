@@ -250,6 +250,34 @@ impl<C: Crc32c> RxParser<C> {
         }
     }
 
+    /// Ends the current segment past its pad and CRC field without reading them, when the
+    /// parser would not read them anyway (MPA CRC off: the field is ignored, MPA-05) and the
+    /// `avail` bytes of input at hand hold all of them. Returns how many bytes to skip; the
+    /// caller moves on past them and handles [`RxEvent::End`] as if [`RxParser::feed`] had
+    /// returned it for those bytes. `None`, with nothing changed, otherwise (CRC on, not at a
+    /// trailer, or a trailer longer than `avail`): `feed` then takes the bytes.
+    ///
+    /// A caller copying the stream piece by piece (the kernel RX path) so copies no trailer,
+    /// and its next copy starts at the next FPDU's header.
+    pub fn skip_trailer(&mut self, avail: usize) -> Option<usize> {
+        if self.cfg.crc || self.stage != Stage::Trailer {
+            return None;
+        }
+        let n = pad_len(self.ulpdu_len)
+            .saturating_add(CRC_LEN)
+            .checked_sub(self.tail_have)?;
+        if n > avail {
+            return None;
+        }
+        // The state the trailer's `End` in `feed` leaves.
+        self.tail_have = self.tail_have.saturating_add(n);
+        self.stage = Stage::Header;
+        self.ended = true;
+        self.need = LEN_LEN + 2;
+        self.hstep = 0;
+        Some(n)
+    }
+
     /// Accounts for payload bytes that the caller moved itself and runs them
     /// through the CRC. Returns their offset in the segment's payload, or
     /// `None` (and changes nothing) if the parser is not inside a segment's
