@@ -12,7 +12,8 @@
 //!   valgrind --tool=callgrind target/release/examples/rxcount 1000 [write]
 //!
 //! With `tx-send` or `tx-write` it counts the TX side instead: segmenter,
-//! FPDU plan, header and trailer of each message.
+//! FPDU plan, header and trailer of each message. With `tx-bulk` it plans
+//! `N` 64 KiB Writes at a MULPDU of 1442 (a 1448-byte MSS): 46 FPDUs each.
 //!
 //! The difference between two runs with different `N`, divided by the
 //! difference in `N`, is the per-message cost.
@@ -172,10 +173,44 @@ fn tx(n: u32, write: bool) {
     println!("tx: {n} messages, {total}");
 }
 
+/// The TX side of `n` 64 KiB Writes cut at `mulpdu`: segmenter and FPDU plans, each
+/// plan's header staged and its trailer built as `tx()` does (payload not touched).
+fn tx_bulk(n: u32, mulpdu: u16) {
+    let mut stage = [0u8; 256];
+    let mut total = 0usize;
+    let mut fpdus = 0u32;
+    for i in 0..n {
+        let msg = black_box(TxMessage {
+            opcode: Opcode::Write,
+            placement: Placement::Tagged {
+                stag: 0x1234_5600,
+                to: 0x7f00_0000_0000 + u64::from(i) * 65536,
+            },
+            body: Body::None,
+            payload_len: 65536,
+        });
+        let mut s = Segmenter::new(msg, black_box(mulpdu)).expect("segmenter");
+        while let Some(p) = s.next_fpdu() {
+            let c = p.crc(&NoCrc, false);
+            let h = p.header();
+            stage[..h.len()].copy_from_slice(h);
+            let (t, k) = c.trailer();
+            stage[h.len()..h.len() + k].copy_from_slice(&t[..k]);
+            total += black_box(&stage)[0] as usize + h.len() + k + p.payload_len as usize;
+            fpdus += 1;
+        }
+    }
+    println!("tx-bulk: {n} messages, {fpdus} FPDUs, {total}");
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let n: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
     let mode = args.next();
+    if mode.as_deref() == Some("tx-bulk") {
+        tx_bulk(n, 1448 - 6);
+        return;
+    }
     if let Some(m) = mode.as_deref().and_then(|m| m.strip_prefix("tx-")) {
         tx(n, m == "write");
         return;

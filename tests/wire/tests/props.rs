@@ -435,6 +435,127 @@ proptest! {
         }
     }
 
+    /// Every FPDU the segmenter plans, of a message without a fixed RDMAP header (header
+    /// written field by field) or with one (encoded), is the reference's: header bytes as
+    /// `DdpHeader::encode` and `Body::encode` build them for the FPDU's offset and L bit,
+    /// payload cut at the MULPDU in force, with the MULPDU changed (or a change refused)
+    /// between FPDUs; the receive parser decodes each header to the opcode, L bit, placement
+    /// and fixed header planned (DDP-11, DDP-02, DDP-03, DDP-06, DDP-07).
+    #[test]
+    fn ddp_11_prop_next_fpdu_fast_same_as_general(
+        (m, p) in message(),
+        mulpdu in 100u16..2000,
+        changes in prop::collection::vec(
+            prop::option::of(prop_oneof![100u16..2000, 0u16..40]),
+            0..40,
+        ),
+        mo in prop_oneof![Just(0u32), any::<u32>()],
+        to in prop_oneof![Just(None), (u64::MAX - 6000..=u64::MAX).prop_map(Some)],
+        crc in any::<bool>(),
+    ) {
+        let mut m = m;
+        match &mut m.placement {
+            Placement::Untagged { mo: o, .. } => *o = mo,
+            Placement::Tagged { to: t, .. } => *t = to.unwrap_or(*t),
+        }
+        let len = m.payload_len;
+        let wraps = match m.placement {
+            Placement::Tagged { to, .. } => to.checked_add(u64::from(len)).is_none(),
+            Placement::Untagged { mo, .. } => mo.checked_add(len).is_none(),
+        };
+        let mut s = match Segmenter::new(m, mulpdu) {
+            Ok(s) => s,
+            Err(e) => {
+                prop_assert!(wraps);
+                prop_assert_eq!(e, TxError::Wrap);
+                return Ok(());
+            }
+        };
+        prop_assert!(!wraps);
+        // The reference: the header and payload bytes per FPDU at the MULPDU in force.
+        let ddp = if m.opcode.is_tagged() { TAGGED_HDR_LEN } else { UNTAGGED_HDR_LEN };
+        let hl = ddp + m.body.len();
+        let max = |mulpdu: u16| -> Option<u32> {
+            let x = u32::try_from(usize::from(mulpdu).checked_sub(hl)?).ok()?;
+            let refused = (len > 0 && x == 0) || (m.opcode == Opcode::VerifyRequest && len > x);
+            (!refused).then_some(x)
+        };
+        let mut maxp = max(mulpdu).unwrap();
+        let mut off = 0u32;
+        let mut stream = Vec::new();
+        let mut planned = Vec::new();
+        for i in 0.. {
+            if let Some(Some(mu)) = changes.get(i) {
+                let r = s.set_mulpdu(*mu);
+                prop_assert_eq!(r.is_ok(), max(*mu).is_some(), "set_mulpdu({}) {:?}", mu, r);
+                if let Some(x) = max(*mu) {
+                    maxp = x;
+                }
+            }
+            let Some(plan) = s.next_fpdu() else {
+                break;
+            };
+            let n = (len - off).min(maxp);
+            let last = off + n == len;
+            let placement = match m.placement {
+                Placement::Tagged { stag, to } => Placement::Tagged {
+                    stag,
+                    to: to + u64::from(off),
+                },
+                Placement::Untagged { inv_stag, msn, mo, .. } => Placement::Untagged {
+                    inv_stag,
+                    qn: m.opcode.queue().unwrap(),
+                    msn,
+                    mo: mo + off,
+                },
+            };
+            let h = DdpHeader { opcode: m.opcode, last, placement };
+            let mut want = [0u8; 128];
+            let dl = h.encode(&mut want[2..]).unwrap();
+            let bl = m.body.encode(&mut want[2 + dl..]).unwrap();
+            let ulpdu = u16::try_from(dl + bl + n as usize).unwrap();
+            want[..2].copy_from_slice(&ulpdu.to_be_bytes());
+            prop_assert_eq!(plan.header(), &want[..2 + dl + bl], "FPDU {} at {}", i, off);
+            prop_assert_eq!(
+                (plan.payload_off, plan.payload_len, plan.ulpdu_len, plan.last),
+                (off, n, ulpdu, last),
+                "FPDU {} at {}", i, off
+            );
+            prop_assert!(usize::from(ulpdu) <= maxp as usize + hl);
+            planned.push((h, ulpdu, n));
+            // The FPDU on the wire, for the parser.
+            stream.extend_from_slice(plan.header());
+            let mut c = plan.crc(&SoftCrc32c, crc);
+            let d = &p[off as usize..(off + n) as usize];
+            c.update(d);
+            stream.extend_from_slice(d);
+            let (t, tl) = c.trailer();
+            stream.extend_from_slice(&t[..tl]);
+            off += n;
+            if last {
+                break;
+            }
+        }
+        prop_assert_eq!(off, len);
+        prop_assert!(s.next_fpdu().is_none());
+        prop_assert!(planned.last().is_some_and(|x| x.0.last));
+        let (evs, e) = parse(cfg_all(crc), &stream);
+        prop_assert!(e.is_none(), "{:?}", e);
+        let ss = segs(&evs);
+        prop_assert_eq!(ss.len(), planned.len());
+        for (seg, (h, ulpdu, n)) in ss.iter().zip(&planned) {
+            // The parser reports the reserved word of an untagged header as sent.
+            let mut h = *h;
+            if let Placement::Untagged { inv_stag, .. } = &mut h.placement {
+                *inv_stag = m.opcode.untagged_word(*inv_stag);
+            }
+            prop_assert_eq!(seg.hdr, h);
+            prop_assert_eq!(seg.ulpdu_len, *ulpdu);
+            prop_assert_eq!(seg.body, m.body);
+            prop_assert_eq!(seg.payload_len, *n);
+        }
+    }
+
     /// `quick_fpdu` (the kernel TX path of a small Write or Send) builds the bytes, and
     /// fails with the error, of `whole_fpdu` at the largest MULPDU, for every message (DDP-11),
     /// and writes every byte it returns.

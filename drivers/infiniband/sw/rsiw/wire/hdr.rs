@@ -321,6 +321,7 @@ pub struct DdpHeader {
 
 impl DdpHeader {
     /// Encodes into `out` (14 or 18 bytes); returns the length.
+    #[inline(always)]
     pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
         let mut c0 = DDP_VERSION;
         if self.last {

@@ -193,12 +193,27 @@ impl Segmenter {
 
     /// The next FPDU, or `None` when the message is done.
     pub fn next_fpdu(&mut self) -> Option<FpduPlan> {
+        if self.msg.body.is_empty() {
+            self.next_data_fpdu()
+        } else {
+            self.next_any_fpdu()
+        }
+    }
+
+    /// The payload bytes of the next FPDU and its L bit, or `None` when the message is done.
+    fn cut(&self) -> Option<(u32, bool)> {
         if self.done {
             return None;
         }
         let left = self.msg.payload_len.saturating_sub(self.sent);
         let n = left.min(self.max_payload);
-        let last = n == left;
+        Some((n, n == left))
+    }
+
+    /// The DDP header of the next FPDU: the message's, its TO or MO advanced by the bytes
+    /// already planned.
+    #[inline(always)]
+    fn header(&self, last: bool) -> DdpHeader {
         let placement = match self.msg.placement {
             Placement::Tagged { stag, to } => Placement::Tagged {
                 stag,
@@ -216,13 +231,52 @@ impl Segmenter {
                 mo: mo.wrapping_add(self.sent),
             },
         };
-        let h = DdpHeader {
+        DdpHeader {
             opcode: self.msg.opcode,
             last,
             placement,
-        };
+        }
+    }
+
+    /// Accounts the FPDU planned.
+    fn planned(&mut self, p: FpduPlan) -> Option<FpduPlan> {
+        self.sent = self.sent.saturating_add(p.payload_len);
+        self.done = p.last;
+        Some(p)
+    }
+
+    /// [`Segmenter::next_fpdu`] of a message without a fixed RDMAP header (the bulk data of
+    /// Writes, Read Responses and Sends): the header written field by field at fixed
+    /// offsets, the bytes [`Segmenter::next_any_fpdu`] encodes (the QN and the Invalidate
+    /// STag or reserved word are those [`normalize`] set, as [`DdpHeader::encode`] writes
+    /// them).
+    fn next_data_fpdu(&mut self) -> Option<FpduPlan> {
+        let (n, last) = self.cut()?;
         let mut hdr = [0u8; HDR_BUF];
-        let dl = h.encode(hdr.get_mut(LEN_LEN..)?)?;
+        let dl = self.header(last).encode(hdr.get_mut(LEN_LEN..)?)?;
+        let ulpdu = u16::try_from(dl.saturating_add(usize::try_from(n).ok()?)).ok()?;
+        if !put(&mut hdr, 0, &ulpdu.to_be_bytes()) {
+            return None;
+        }
+        self.planned(FpduPlan {
+            hdr,
+            hdr_len: LEN_LEN.saturating_add(dl),
+            payload_off: self.sent,
+            payload_len: n,
+            ulpdu_len: ulpdu,
+            last,
+        })
+    }
+
+    /// [`Segmenter::next_fpdu`] of any message: DDP header and fixed RDMAP header encoded.
+    ///
+    /// Out of line: inlined into [`Segmenter::next_fpdu`], it costs the data path registers
+    /// saved and a stack copy of the header on every FPDU.
+    #[inline(never)]
+    fn next_any_fpdu(&mut self) -> Option<FpduPlan> {
+        let (n, last) = self.cut()?;
+        let mut hdr = [0u8; HDR_BUF];
+        let dl = self.header(last).encode(hdr.get_mut(LEN_LEN..)?)?;
         let bl = if self.msg.body.is_empty() {
             0
         } else {
@@ -233,17 +287,14 @@ impl Segmenter {
         let hb = dl.saturating_add(bl);
         let ulpdu = u16::try_from(hb.saturating_add(usize::try_from(n).ok()?)).ok()?;
         crate::wire::put(&mut hdr, 0, &ulpdu.to_be_bytes());
-        let plan = FpduPlan {
+        self.planned(FpduPlan {
             hdr,
             hdr_len: LEN_LEN.saturating_add(hb),
             payload_off: self.sent,
             payload_len: n,
             ulpdu_len: ulpdu,
             last,
-        };
-        self.sent = self.sent.saturating_add(n);
-        self.done = last;
-        Some(plan)
+        })
     }
 }
 
