@@ -12,6 +12,7 @@ addr2line's inline frames:
   KRUSTFLAGS=-Cdebuginfo=1 make kernel-bench   # same code within ~1 %
   scripts/rsiw/tcg-count.py run --driver rsiw --out /tmp/cnt/dbg
   scripts/rsiw/tcg-lines.py /tmp/cnt/dbg [--role b] [--top 60] [--stacks REGEX]
+  scripts/rsiw/tcg-lines.py /tmp/cnt/dbg --kernel 'SkbData.*copy_to_raw'  # vmlinux
   make kernel-bench                            # back to the plain build
 
 'innermost' is the line that wrote the instruction (often core's
@@ -33,11 +34,25 @@ tc = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(tc)
 
 
-def text_addrs(ko: str) -> list[int]:
-    """The start address of every instruction in the module's .text."""
-    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-j", ".text", ko],
+def text_addrs(ko: str, lo: int = 0, hi: int = 0) -> list[int]:
+    """The start address of every instruction in the module's .text (of vmlinux in
+    [lo, hi) if given)."""
+    rng = [f"--start-address={lo:#x}", f"--stop-address={hi:#x}"] if hi else []
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-j", ".text", *rng, ko],
                          capture_output=True, text=True).stdout
-    return [int(m.group(1), 16) for m in re.finditer(r"^\s+([0-9a-f]+):", out, re.M)]
+    return [int(m.group(1), 16) for m in re.finditer(r"^\s*([0-9a-f]+):", out, re.M)]
+
+
+def kernel_ranges(d: Path, regex: str) -> list[tuple[int, int]]:
+    """The address ranges of the text symbols of the run's System.map matching regex."""
+    syms = []
+    for line in (d / "System.map").read_text().splitlines():
+        f = line.split()
+        if len(f) == 3 and f[1] in "tT":
+            syms.append((int(f[0], 16), f[2]))
+    syms.sort()
+    pat = re.compile(regex)
+    return [(a, syms[i + 1][0]) for i, (a, n) in enumerate(syms[:-1]) if pat.search(n)]
 
 
 def main():
@@ -47,25 +62,40 @@ def main():
     ap.add_argument("--role", default="b")
     ap.add_argument("--top", type=int, default=60)
     ap.add_argument("--stacks", help="print the inline stacks of matching instructions")
+    ap.add_argument("--kernel", metavar="REGEX",
+                    help="the kernel functions (System.map names) matching REGEX instead of "
+                    "the module, resolved in the bench build's vmlinux (which must be the "
+                    "run's: count right after building it)")
+    ap.add_argument("--per", help="divide by the calls of a traced function in the window "
+                    "(as tcg-count.py show --per, e.g. b:start_xmit)")
     a = ap.parse_args()
     d, role = a.dir, a.role
     before, _ = tc.load(d / f"dump-{role}.0")
     after, _ = tc.load(d / f"dump-{role}.1")
-    mods = {}
-    for line in (d / f"console-{role}.log").read_text(errors="replace").splitlines():
-        m = tc.MODBASE_RE.search(line)
-        if m:
-            mods[m.group(1)] = int(m.group(2), 16)
-    name = "rsiw" if "rsiw" in mods else "siw"
-    base = mods[name]
-    ko = str(d / f"{name}.ko")
     _, rt, _, _ = tc.window(d, role)
-    addrs = text_addrs(ko)
-    end = addrs[-1] + 16 if addrs else 0
+    if a.per:
+        rt = tc.events(d, a.per)
+    if a.kernel:
+        ko, ranges = str(tc.BUILD / "vmlinux"), kernel_ranges(d, a.kernel)
+        base = 0
+        addrs = sorted(o for lo, hi in ranges for o in text_addrs(ko, lo, hi))
+        inside = lambda va: any(lo <= va < hi for lo, hi in ranges)  # noqa: E731
+    else:
+        mods = {}
+        for line in (d / f"console-{role}.log").read_text(errors="replace").splitlines():
+            m = tc.MODBASE_RE.search(line)
+            if m:
+                mods[m.group(1)] = int(m.group(2), 16)
+        name = "rsiw" if "rsiw" in mods else "siw"
+        base = mods[name]
+        ko = str(d / f"{name}.ko")
+        addrs = text_addrs(ko)
+        end = addrs[-1] + 16 if addrs else 0
+        inside = lambda va: base <= va < base + end  # noqa: E731
     ins = []  # (offset in .text, executions per segment)
     for va, (n, c) in after.items():
         dc = c - before.get(va, (n, 0))[1]
-        if dc <= 0 or not base <= va < base + end:
+        if dc <= 0 or not inside(va):
             continue
         i = bisect.bisect_left(addrs, va - base)
         ins.extend((o, dc / rt) for o in addrs[i:i + n])
@@ -98,7 +128,8 @@ def main():
     if not any(re.search(r"\.rs:\d+", f[1]) for fr in frames.values() for f in fr):
         print(f"{ko} has no line tables: build it with KRUSTFLAGS=-Cdebuginfo=1 (see --help)")
         return
-    print(f"{d}, VM {role}: {sum(p for _, p in ins):.0f} module instructions per segment")
+    what = "kernel" if a.kernel else "module"
+    print(f"{d}, VM {role}: {sum(p for _, p in ins):.0f} {what} instructions per segment")
     for title, cnt in (("innermost line", inner), ("first driver or kernel crate frame", project),
                        ("inline stacks", stacks)):
         if cnt:
