@@ -785,3 +785,117 @@ proptest! {
         prop_assert_eq!(&trace(cfg, &b, 7), &whole);
     }
 }
+
+/// One step of [`rdmap_05_prop_read_cursor_same_as_queue`].
+#[derive(Clone, Debug)]
+enum ReadStep {
+    /// A Read is issued (sink STag, size).
+    Issue(u32, u32),
+    /// A Read Response segment: STag, TO (`None`: where the oldest Read
+    /// continues, `Some(d)`: that plus `d`, wrapping), length (`None`: the
+    /// rest), L bit.
+    Segment(u32, Option<i64>, Option<u32>, bool),
+    /// Completed Reads are taken.
+    Pop,
+}
+
+fn read_step() -> impl Strategy<Value = ReadStep> {
+    prop_oneof![
+        2 => (1u32..3, prop_oneof![0u32..40, Just(16u32)]).prop_map(|(s, n)| ReadStep::Issue(s, n)),
+        6 => (
+            prop_oneof![4 => Just(1u32), 1 => 1u32..3],
+            prop_oneof![12 => Just(None), 1 => any::<i8>().prop_map(|d| Some(i64::from(d))),
+                        1 => any::<i64>().prop_map(Some)],
+            prop_oneof![1 => Just(None), 2 => (0u32..24).prop_map(Some)],
+            any::<bool>(),
+        )
+            .prop_map(|(s, d, n, l)| ReadStep::Segment(s, d, n, l)),
+        1 => Just(ReadStep::Pop),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2048, .. ProptestConfig::default() })]
+
+    /// A Read's response matched segment by segment against the ORQ
+    /// ([`OrdQueue::read_response_segment`], [`OrdQueue::read_response_end`])
+    /// and matched by a [`ReadCursor`] after its first segment (the driver's
+    /// RX, which then takes the ORQ's lock twice per Read) give the same
+    /// result for every segment, valid or not (1/1/00, 1/1/01), and the same
+    /// queue after every Read that ended (RDMAP-05, T-20).
+    #[test]
+    fn rdmap_05_prop_read_cursor_same_as_queue(
+        base in prop_oneof![Just(0u64), u64::MAX - 64..=u64::MAX, Just(u64::MAX - 15)],
+        steps in prop::collection::vec(read_step(), 1..120),
+    ) {
+        use rsiw_wire::wire::stream::{OrdQueue, Request};
+        let mut a: OrdQueue<8> = OrdQueue::new(4);
+        let mut b: OrdQueue<8> = OrdQueue::new(4);
+        let mut cursor = None;
+        // Where the reference's oldest Read continues (its sink TO plus
+        // what arrived), and what it has left: for segments that continue it.
+        let mut reads: std::collections::VecDeque<(u32, u64, u32)> = Default::default();
+        for step in steps {
+            match step {
+                ReadStep::Issue(stag, size) => {
+                    let r = Request::Read { sink_stag: stag, sink_to: base, size };
+                    let ra = a.issue(r);
+                    prop_assert_eq!(ra, b.issue(r));
+                    if ra.is_ok() {
+                        reads.push_back((stag, base, size));
+                    }
+                }
+                ReadStep::Pop => {
+                    loop {
+                        let ra = a.pop_completed();
+                        prop_assert_eq!(ra, b.pop_completed());
+                        if ra.is_none() {
+                            break;
+                        }
+                    }
+                }
+                ReadStep::Segment(stag, d, n, last) => {
+                    let (next, left) = reads.front().map_or((base, 0), |r| (r.1, r.2));
+                    let to = match d {
+                        None => next,
+                        // Where the Read would continue past the TO space too.
+                        Some(0) => 0,
+                        Some(d) => next.wrapping_add(d as u64),
+                    };
+                    let len = n.unwrap_or(left);
+                    let ra = a.read_response_segment(stag, to, len, last);
+                    let rb = match cursor.as_mut() {
+                        Some(c) => rsiw_wire::wire::stream::ReadCursor::next(c, stag, to, len, last),
+                        None => b.read_response_cursor(stag, to, len, last).map(|c| cursor = Some(c)),
+                    };
+                    prop_assert_eq!(ra, rb);
+                    if ra.is_err() {
+                        // The connection fails: the rest goes to a new one.
+                        a = OrdQueue::new(4);
+                        b = OrdQueue::new(4);
+                        cursor = None;
+                        reads.clear();
+                        continue;
+                    }
+                    if let Some(r) = reads.front_mut() {
+                        r.1 = r.1.wrapping_add(u64::from(len));
+                        r.2 = r.2.saturating_sub(len);
+                    }
+                    if last {
+                        let ea = a.read_response_end();
+                        let eb = match cursor.take() {
+                            Some(c) => b.read_response_end_with(c),
+                            None => b.read_response_end(),
+                        };
+                        prop_assert_eq!(ea, eb);
+                        prop_assert!(ea);
+                        reads.pop_front();
+                        prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                    }
+                }
+            }
+            prop_assert_eq!(a.inflight(), b.inflight());
+            prop_assert_eq!(a.head_done(), b.head_done());
+        }
+    }
+}

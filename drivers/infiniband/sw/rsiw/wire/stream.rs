@@ -230,6 +230,42 @@ pub struct Slot<T> {
     local: T,
 }
 
+/// The rest of the oldest outstanding Read's response, after its first
+/// segment ([`OrdQueue::read_response_cursor`]): its next segments are
+/// matched here exactly as [`OrdQueue::read_response_segment`] would match
+/// them (1/1/00 for another STag, 1/1/01 for a TO or length that does not
+/// continue the Read), and counted into the Read at its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadCursor {
+    stag: u32,
+    /// Where the next segment must start (`None`: past the end of the TO
+    /// space, which no segment continues).
+    next_to: Option<u64>,
+    /// Bytes of the Read not yet matched.
+    left: u32,
+    /// Bytes matched here, not yet counted in the queue.
+    unsynced: u32,
+    /// The Read's entry in the queue's ring.
+    slot: usize,
+}
+
+impl ReadCursor {
+    /// Matches the Read's next segment. On an error nothing changes.
+    pub fn next(&mut self, stag: u32, to: u64, len: u32, last: bool) -> Result<(), TermCode> {
+        let bounds = TermCode::tagged(DdpTaggedCode::BaseBounds);
+        if stag != self.stag {
+            return Err(TermCode::tagged(DdpTaggedCode::InvalidStag));
+        }
+        if self.next_to != Some(to) || len > self.left || (last && len != self.left) {
+            return Err(bounds);
+        }
+        self.next_to = to.checked_add(u64::from(len));
+        self.left = self.left.saturating_sub(len);
+        self.unsynced = self.unsynced.saturating_add(len);
+        Ok(())
+    }
+}
+
 /// Why a request cannot be issued now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OrdBusy {
@@ -393,19 +429,29 @@ where
         self.cap().saturating_sub(self.len)
     }
 
-    /// The oldest entry not yet done that `want` accepts.
-    fn find_by(&mut self, want: impl Fn(&Request) -> bool) -> Option<&mut Slot<T>> {
-        let mut found = None;
-        for k in 0..self.len {
-            let i = self.idx(k);
-            if let Some(Some(s)) = self.ring.as_ref().get(i) {
+    /// The ring index of the oldest entry not yet done that `want` accepts.
+    /// Walks the ring from the head, wrapping (no division per entry).
+    fn find_idx_by(&self, want: impl Fn(&Request) -> bool) -> Option<usize> {
+        let ring = self.ring.as_ref();
+        let mut i = self.head;
+        for _ in 0..self.len {
+            if let Some(Some(s)) = ring.get(i) {
                 if !s.done && want(&s.req) {
-                    found = Some(i);
-                    break;
+                    return Some(i);
                 }
             }
+            i = i.saturating_add(1);
+            if i >= ring.len() {
+                i = 0;
+            }
         }
-        self.ring.as_mut().get_mut(found?)?.as_mut()
+        None
+    }
+
+    /// The oldest entry not yet done that `want` accepts.
+    fn find_by(&mut self, want: impl Fn(&Request) -> bool) -> Option<&mut Slot<T>> {
+        let i = self.find_idx_by(want)?;
+        self.ring.as_mut().get_mut(i)?.as_mut()
     }
 
     /// The oldest outstanding Read (`read`), or the oldest outstanding
@@ -472,8 +518,60 @@ where
         last: bool,
     ) -> Result<(), TermCode> {
         let bad_stag = TermCode::tagged(DdpTaggedCode::InvalidStag);
-        let bounds = TermCode::tagged(DdpTaggedCode::BaseBounds);
         let s = self.find(true).ok_or(bad_stag)?;
+        let (got, _) = Self::match_read(s, stag, to, len, last)?;
+        s.got = got;
+        Ok(())
+    }
+
+    /// [`OrdQueue::read_response_segment`] for the first segment of a Read's
+    /// response, returning a [`ReadCursor`] that matches its next segments
+    /// as this would, without the queue (a data path keeps the queue under a
+    /// lock that RX then need not take per segment), and that finds the Read
+    /// again at its end ([`OrdQueue::read_response_end_with`]) without a
+    /// search. The cursor's segments are counted into the Read there. Until
+    /// then the Read stays the oldest outstanding one (nothing but its last
+    /// segment's end makes it done), so the cursor follows the Read this
+    /// would find.
+    pub fn read_response_cursor(
+        &mut self,
+        stag: u32,
+        to: u64,
+        len: u32,
+        last: bool,
+    ) -> Result<ReadCursor, TermCode> {
+        let bad_stag = TermCode::tagged(DdpTaggedCode::InvalidStag);
+        let i = self
+            .find_idx_by(|r| matches!(r, Request::Read { .. }))
+            .ok_or(bad_stag)?;
+        let s = self
+            .ring
+            .as_mut()
+            .get_mut(i)
+            .and_then(|s| s.as_mut())
+            .ok_or(bad_stag)?;
+        let (got, size) = Self::match_read(s, stag, to, len, last)?;
+        s.got = got;
+        Ok(ReadCursor {
+            stag,
+            next_to: to.checked_add(u64::from(len)),
+            left: size.saturating_sub(got),
+            unsynced: 0,
+            slot: i,
+        })
+    }
+
+    /// Matches a Read Response segment against the Read in `s`: the
+    /// Read's bytes received with it, and its size.
+    fn match_read(
+        s: &Slot<T>,
+        stag: u32,
+        to: u64,
+        len: u32,
+        last: bool,
+    ) -> Result<(u32, u32), TermCode> {
+        let bad_stag = TermCode::tagged(DdpTaggedCode::InvalidStag);
+        let bounds = TermCode::tagged(DdpTaggedCode::BaseBounds);
         let Request::Read {
             sink_stag,
             sink_to,
@@ -492,8 +590,33 @@ where
         if got > size || (last && got != size) {
             return Err(bounds);
         }
-        s.got = got;
-        Ok(())
+        Ok((got, size))
+    }
+
+    /// [`OrdQueue::read_response_end`] for the Read a [`ReadCursor`]
+    /// follows, after the segments it matched: the Read is found where the
+    /// cursor's first segment found it. Returns false, and changes nothing,
+    /// if that entry is no longer the outstanding Read of the cursor (the
+    /// queue was cleared meanwhile) or the Read is not all there.
+    pub fn read_response_end_with(&mut self, cursor: ReadCursor) -> bool {
+        let Some(Some(s)) = self.ring.as_mut().get_mut(cursor.slot) else {
+            return false;
+        };
+        match s.req {
+            Request::Read {
+                sink_stag, size, ..
+            } if !s.done && sink_stag == cursor.stag => {
+                let got = s.got.saturating_add(cursor.unsynced);
+                if got != size {
+                    return false;
+                }
+                s.got = got;
+                s.done = true;
+            }
+            _ => return false,
+        }
+        self.finish();
+        true
     }
 
     /// The last segment of the oldest outstanding Read ended, its payload
