@@ -35,7 +35,10 @@ use crate::{
         commit::VERIFY_DIGEST_LEN,
         hdr::Body,
         rx::Segment,
-        stream::Request,
+        stream::{
+            ReadCursor,
+            Request, //
+        },
         term::{
             RdmapCode,
             TermCode,
@@ -60,20 +63,28 @@ use kernel::{
 
 /// A Read Response segment's header: it must continue the oldest outstanding Read, into
 /// memory we may write. Returns where its payload goes (`None` without payload); `prev`: where
-/// the response's previous segment went (`MemTable::check_again`). Out of line:
+/// the response's previous segment went (`MemTable::check_again`). The first segment of a
+/// Read is matched against the ORQ, under its lock; the next ones by the `cursor` that match
+/// returned, which RX keeps until the Read's end ([`read_response_end`]). Out of line:
 /// rare on the paths that must be short.
 #[inline(never)]
 pub(crate) fn read_response_segment(
     path: &Path,
     qp: &Qp<RsiwDevice>,
     seg: &Segment,
-    stag: u32,
-    to: u64,
+    (stag, to): (u32, u64),
     prev: Option<(u32, Placement)>,
+    cursor: &mut Option<ReadCursor>,
 ) -> Result<Option<Placement>, RxError> {
     let len = u64::from(seg.payload_len);
-    path.read_response(stag, to, seg.payload_len, seg.hdr.last)
-        .map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
+    let (n, last) = (seg.payload_len, seg.hdr.last);
+    match cursor {
+        Some(c) => c.next(stag, to, n, last),
+        None => path
+            .read_response(stag, to, n, last)
+            .map(|c| *cursor = Some(c)),
+    }
+    .map_err(|c| RxError::Term(c, TermEcho::Ddp))?;
     if len == 0 {
         return Ok(None);
     }
@@ -101,8 +112,8 @@ pub(crate) fn response_end(out: &mut RxOut) {
 /// runs meanwhile) while the rest of its payload was still arriving: the consumer would see
 /// the data before it was all there, and a Read with Local Invalidate would invalidate its
 /// sink under the placement, which then fails (1/1/00).
-pub(crate) fn read_response_end(path: &Path, out: &mut RxOut) {
-    path.read_response_end();
+pub(crate) fn read_response_end(path: &Path, out: &mut RxOut, cursor: Option<ReadCursor>) {
+    path.read_response_end(cursor);
     response_end(out);
 }
 

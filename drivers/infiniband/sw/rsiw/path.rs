@@ -27,6 +27,7 @@ use crate::{
             Answered,
             OrdBusy,
             OrdQueue,
+            ReadCursor,
             Refused,
             Request,
             RespQueue,
@@ -617,25 +618,32 @@ impl Path {
         true
     }
 
-    /// Matches a Read Response segment's header against the oldest outstanding Read
-    /// (RDMAP-05). The Read stays outstanding until [`Path::read_response_end`].
+    /// Matches the first segment of a Read Response against the oldest outstanding Read
+    /// (RDMAP-05); returns the cursor that matches its next segments without this lock
+    /// ([`ReadCursor::next`]) and finds the Read at its end without a search. The Read stays
+    /// outstanding until [`Path::read_response_end`].
     pub(crate) fn read_response(
         &self,
         stag: u32,
         to: u64,
         len: u32,
         last: bool,
-    ) -> Result<(), TermCode> {
+    ) -> Result<ReadCursor, TermCode> {
         self.shared
             .lock()
             .orq
-            .read_response_segment(stag, to, len, last)
+            .read_response_cursor(stag, to, len, last)
     }
 
     /// The last Read Response segment of the oldest outstanding Read ended, its payload
-    /// placed: the Read is done, for [`completer::deliver`](crate::completer::deliver).
-    pub(crate) fn read_response_end(&self) {
-        self.shared.lock().orq.read_response_end();
+    /// placed (`cursor`: what matched its segments after the first): the Read is done, for
+    /// [`completer::deliver`](crate::completer::deliver).
+    pub(crate) fn read_response_end(&self, cursor: Option<ReadCursor>) {
+        let mut sh = self.shared.lock();
+        match cursor {
+            Some(c) => sh.orq.read_response_end_with(c),
+            None => sh.orq.read_response_end(),
+        };
     }
 
     /// Matches a QN 3 response against the oldest outstanding request of its kind (T-12).

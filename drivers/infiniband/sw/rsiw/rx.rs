@@ -79,7 +79,10 @@ use crate::{
             Segment,
             HDR_BUF, //
         },
-        stream::RxUntagged,
+        stream::{
+            ReadCursor,
+            RxUntagged, //
+        },
         term::{
             RdmapCode,
             TermCode,
@@ -187,6 +190,9 @@ pub(crate) struct RxState {
     seg: Option<Segment>,
     role: Role,
     target: Target,
+    /// The Read whose response is arriving, after its first segment: matches the next ones
+    /// without the ORQ's lock, until its last segment ends.
+    read: Option<ReadCursor>,
     recv: Recv,
     failed: bool,
     /// The first segment ended.
@@ -231,6 +237,7 @@ impl RxState {
             seg: None,
             role: Role::Unexpected,
             target: Target::None,
+            read: None,
             recv: Recv::new(rfc7306),
             failed: false,
             first_done: false,
@@ -349,7 +356,10 @@ impl RxState {
                 }
             }
             (Role::ReadResponse, WirePlacement::Tagged { stag, to }) => {
-                if let Some(p) = completer::read_response_segment(path, qp, seg, stag, to, prev)? {
+                let cursor = &mut self.read;
+                if let Some(p) =
+                    completer::read_response_segment(path, qp, seg, (stag, to), prev, cursor)?
+                {
                     self.target = Target::Tagged(p, stag);
                 }
             }
@@ -531,7 +541,9 @@ impl RxState {
         }
         match (self.role, body) {
             (Role::Write, _) => self.recv.wrote(payload_len),
-            (Role::ReadResponse, _) if hdr.last => completer::read_response_end(path, out),
+            (Role::ReadResponse, _) if hdr.last => {
+                completer::read_response_end(path, out, self.read.take())
+            }
             (Role::Send, _) if hdr.last => self.recv.end(path, qp, hdr, payload_len, out)?,
             (Role::Imm, Body::Immediate(imm)) => self.recv.imm_end(hdr, imm, out),
             (Role::Request, _) => {
