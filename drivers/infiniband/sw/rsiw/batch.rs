@@ -441,13 +441,18 @@ impl Batch {
     /// `Ok(false)` when the socket is full.
     pub(crate) fn push(&mut self, g: &mut SocketGuard<'_>, more: bool) -> Result<bool> {
         while self.sent < self.len {
-            // A small message is one or two fragments: a small array for them saves
-            // initialising the large one on every send.
+            // A small message is one or two fragments, a message of a few FPDUs (4 KiB: 3)
+            // about two per FPDU: an array their size saves initialising the large one on
+            // every send.
             let rest = self.segs.len().saturating_sub(self.si);
             let r = if rest == 1 {
                 self.send_last(g, more)
             } else if rest <= 4 {
                 self.send_some::<4>(g, more)
+            } else if rest <= 8 {
+                self.send_some::<8>(g, more)
+            } else if rest <= 16 {
+                self.send_some::<16>(g, more)
             } else {
                 self.send_some::<MAX_SEND_PAGES>(g, more)
             };
