@@ -24,7 +24,8 @@
 # "-e" in the fixed-time runs the bench makes); RSIW_BENCH_BW_ITERS=N runs
 # them for N iterations instead, RSIW_BENCH_EVENTS=1 so with "-e" for Read
 # and Send (no polling vCPU; scripts/rsiw/guest/bench); RSIW_BENCH_STATS=1 keeps
-# each guest's counters around each perftest run (scripts/rsiw/guest/bench);
+# each guest's counters around each perftest run, and its TCP sockets' state
+# (ss) halfway through it (scripts/rsiw/guest/bench);
 # RSIW_BENCH_SCHED sets scheduler features in every guest (e.g.
 # NO_RUN_TO_PARITY).
 #
