@@ -442,6 +442,14 @@ serve_client() {
 				nap 0.2
 			done
 			[ "$verdict" != race ] || kill "$pid" 2>/dev/null || true
+			# A client that failed leaves the server waiting out its timeout
+			# (perftest's server waits for the test's exchange): a few
+			# seconds to say what it saw, then it is stopped.
+			if [ "$verdict" = done ] && _client_failed "$tag" &&
+				! wait_for 15 _exited "$pid"; then
+				log "$tag: the client failed; stopping the server"
+				kill "$pid" 2>/dev/null || true
+			fi
 			wait "$pid" || rc=$?
 			kill "$_stall_pid" 2>/dev/null || true
 			wait "$_stall_pid" 2>/dev/null || true
@@ -498,6 +506,14 @@ _client_verdict() {
 	fi
 }
 _client_verdict_any() { _client_verdict "$@" && [ -n "$_verdict" ]; }
+# _client_failed TAG: the client of serve_client TAG published a status other
+# than 0, or its VM failed. _exited PID: the process is gone.
+_client_failed() {
+	local d=$RSIW_RUN/.barrier c
+	c=$(peer_role)
+	[ -e "$d/failed.$c" ] || { [ -e "$d/$c.$1.status" ] && [ "$(cat "$d/$c.$1.status")" != 0 ]; }
+}
+_exited() { ! kill -0 "$1" 2>/dev/null; }
 
 # _refused_lines: how many times this kernel's rsiw logged a TCP connect
 # refused by the peer (a RST answering the SYN; Error(111) without
